@@ -1,0 +1,222 @@
+"""The contract every backend fulfils, and the backend registry.
+
+Holds:
+    KernelTracker: counts native kernel entry-point calls/launches (decoy detection).
+    Backend: base class of a target (how to build, launch, synchronize, time).
+    register_backend: decorator adding a Backend subclass to the registry.
+    get_backend: instantiate a registered backend by name.
+    backend_names: names of the registered backends.
+
+A backend is used in two places. In the caller's process only the cheap,
+trusted parts run (``unavailable_reason``, the prompt text). Everything else
+runs inside a sandboxed worker process: ``build_hooks`` intercepts the
+candidate's build calls (``load_inline``, ``@triton.jit``) so builds go through
+the content-addressed cache and every native entry point is counted;
+``time_calls`` measures with the right synchronization for the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from kernelgym.errors import BackendUnavailableError
+
+__all__ = ["KernelTracker", "BuildRecord", "Backend", "median_and_iqr", "register_backend", "get_backend", "backend_names"]
+
+
+class KernelTracker:
+    """Counts calls of native kernels while it is armed.
+
+    Backends wrap every native entry point they build (extension functions,
+    Triton launches) so that each call does ``tracker.record(name)``. The
+    verifier arms the tracker around ``ModelNew.forward``: a forward that ran no
+    native code at all used a decoy kernel.
+    """
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.calls = 0
+        self.names: set[str] = set()
+
+    def record(self, name: str) -> None:
+        """Note one call of the native entry point ``name`` (ignored unless armed)."""
+        if self.armed:
+            self.calls += 1
+            self.names.add(name)
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[KernelTracker]:
+        """Arm the tracker, counting from zero, for the duration of the block."""
+        self.calls, self.names, self.armed = 0, set(), True
+        try:
+            yield self
+        finally:
+            self.armed = False
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    """One native build a candidate asked for, as seen by the build hooks.
+
+    Attributes:
+        key: content address of the build (sources, flags, toolchain).
+        seconds: wall time the build (or the cache lookup) took.
+        cache_hit: served from the cache without compiling.
+    """
+
+    key: str
+    seconds: float
+    cache_hit: bool
+
+
+class Backend:
+    """A kernel target. Subclasses set the class attributes and override what differs.
+
+    Attributes:
+        name: registry name (``"cpp"``, ``"cuda"``, ``"triton"``, ``"musa"``).
+        device_type: torch device type the candidate runs on.
+        language: how answers must be written, for prompts.
+        default_bandwidth_gbs: peak memory bandwidth for the roofline check.
+    """
+
+    name: ClassVar[str] = ""
+    device_type: ClassVar[str] = "cpu"
+    language: ClassVar[str] = ""
+    default_bandwidth_gbs: ClassVar[float] = 100.0
+
+    def unavailable_reason(self) -> str | None:
+        """Why this backend cannot run here (``None`` when it can). Cheap; runs in the caller."""
+        return None
+
+    def require_available(self) -> None:
+        """Raise :class:`BackendUnavailableError` with the reason when unavailable."""
+        reason = self.unavailable_reason()
+        if reason is not None:
+            raise BackendUnavailableError(f"backend {self.name!r} cannot run here: {reason}")
+
+    # --- worker side -------------------------------------------------------------
+
+    def prepare_worker(self, build_root: Path) -> None:
+        """One-time setup in a fresh worker, before it is confined (e.g. precompiled headers)."""
+
+    def writable_paths(self, build_root: Path) -> tuple[str, ...]:
+        """Extra directories a confined worker must be able to write (beyond its own and the cache)."""
+        return ()
+
+    @property
+    def address_space_limit_ok(self) -> bool:
+        """Whether an address-space rlimit is safe (CUDA reserves huge virtual ranges)."""
+        return self.device_type == "cpu"
+
+    def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord]) -> contextlib.AbstractContextManager[None]:
+        """Context in which the candidate module is executed (its builds happen then)."""
+        return contextlib.nullcontext()
+
+    @property
+    def timing_meaningful(self) -> bool:
+        """Whether timings on this machine mean anything (``False`` under an interpreter)."""
+        return True
+
+    def device(self) -> Any:
+        """The ``torch.device`` inputs are moved to."""
+        import torch
+
+        return torch.device(self.device_type)
+
+    def device_name(self) -> str:
+        """The device in words, for results and baseline cache keys."""
+        import platform
+
+        return platform.processor() or platform.machine()
+
+    def synchronize(self) -> None:
+        """Wait for all queued device work."""
+
+    def poison_memory(self) -> None:
+        """Fill freed allocator memory with NaN so stale results cannot pass."""
+
+    def time_calls(self, fn: Callable[[Sequence[Any]], Any], input_sets: Sequence[Sequence[Any]], warmup: int, runs: int) -> list[float]:
+        """Milliseconds of ``fn(inputs)`` for ``runs`` calls, rotating ``input_sets``.
+
+        The default uses ``time.perf_counter`` around a synchronized call, which is
+        right for host devices; GPU backends override with device events.
+        """
+        for i in range(warmup):
+            fn(input_sets[i % len(input_sets)])
+        self.synchronize()
+        times = []
+        for i in range(runs):
+            inputs = input_sets[i % len(input_sets)]
+            self.synchronize()
+            start = time.perf_counter()
+            fn(inputs)
+            self.synchronize()
+            times.append((time.perf_counter() - start) * 1e3)
+        return times
+
+
+_REGISTRY: dict[str, type[Backend]] = {}
+
+
+def register_backend(name: str) -> Callable[[type[Backend]], type[Backend]]:
+    """Class decorator registering a backend under ``name``.
+
+    Example:
+        >>> @register_backend("doc-example")
+        ... class DocBackend(Backend):
+        ...     language = "nothing"
+        >>> get_backend("doc-example").name
+        'doc-example'
+    """
+
+    def decorate(cls: type[Backend]) -> type[Backend]:
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return decorate
+
+
+def _load_builtin_backends() -> None:
+    # Importing the modules runs their @register_backend decorators.
+    from kernelgym.backends import cpp, cuda, musa, triton  # noqa: F401
+
+
+def backend_names() -> list[str]:
+    """Registered backend names, sorted."""
+    _load_builtin_backends()
+    return sorted(_REGISTRY)
+
+
+_INSTANCES: dict[str, Backend] = {}
+
+
+def get_backend(name: str) -> Backend:
+    """The (per-process) instance of the backend registered as ``name``.
+
+    Raises:
+        BackendUnavailableError: no backend has that name.
+    """
+    _load_builtin_backends()
+    try:
+        if name not in _INSTANCES:
+            _INSTANCES[name] = _REGISTRY[name]()
+        return _INSTANCES[name]
+    except KeyError:
+        raise BackendUnavailableError(
+            f"unknown backend {name!r}; choose one of: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+def median_and_iqr(values: Sequence[float]) -> tuple[float, float]:
+    """Median and interquartile range of timing samples."""
+    if len(values) < 4:
+        return statistics.median(values), (max(values) - min(values))
+    q = statistics.quantiles(values, n=4)
+    return q[1], q[2] - q[0]

@@ -1,0 +1,302 @@
+"""The text-action environment: one episode is up to ``max_turns`` attempts at one kernel task.
+
+Holds:
+    MAX_ACTION_CHARS: longest answer the action space admits.
+    MAX_PROMPT_CHARS: longest prompt the observation space admits.
+    SPEEDUP_CLIP: the speedup entry of ``metrics`` is clipped to this.
+    METRIC_NAMES: the entries of the ``metrics`` observation, in order.
+    KernelEnv: the Gymnasium environment.
+    make_verifier: build the verifier a KernelEnv (or a vector of them) uses.
+    resolve_suite: a suite from its name or object, filtered by level.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from kernelgym.envs.prompt import CODE_CHARSET, build_prompt, sanitize
+from kernelgym.errors import TaskError
+from kernelgym.tasks import Task, TaskSuite, load_suite
+from kernelgym.verifier import Verifier, backend_language
+from kernelgym.verifier.config import VerifierConfig
+from kernelgym.verifier.result import EvalResult
+
+__all__ = [
+    "MAX_ACTION_CHARS",
+    "MAX_PROMPT_CHARS",
+    "METRIC_NAMES",
+    "SPEEDUP_CLIP",
+    "KernelEnv",
+    "VerifierLike",
+    "make_verifier",
+    "resolve_suite",
+]
+
+MAX_ACTION_CHARS = 100_000
+MAX_PROMPT_CHARS = 1_000_000
+SPEEDUP_CLIP = 1000.0
+METRIC_NAMES = ("parsed", "legal", "compiled", "correct", "speedup", "score")
+
+
+class VerifierLike(Protocol):
+    """What a KernelEnv needs from a verifier (the real one, or a small fake in tests)."""
+
+    def evaluate(self, task: Task, text: str) -> EvalResult:
+        """Judge one answer."""
+        ...
+
+    def evaluate_many(self, pairs: list[tuple[Task, str]]) -> list[EvalResult]:
+        """Judge several answers as one batch, results in order."""
+        ...
+
+    def close(self) -> None:
+        """Release workers."""
+        ...
+
+
+def make_verifier(
+    backend: str,
+    executor: str,
+    config: VerifierConfig | None,
+    num_workers: int | None,
+    cache_dir: str | None,
+) -> VerifierLike:
+    """Build the real verifier (its workers start at its first evaluation).
+
+    Raises:
+        BackendUnavailableError: the backend cannot run on this machine (raised by the verifier).
+    """
+    return Verifier(backend=backend, executor=executor, config=config, num_workers=num_workers, cache_dir=cache_dir)
+
+
+def resolve_suite(suite: str | TaskSuite, level: int | None = None) -> TaskSuite:
+    """Load ``suite`` when given by name, and keep only the tasks of ``level``.
+
+    Raises:
+        TaskError: the suite cannot be loaded, or no task is left.
+    """
+    if isinstance(suite, str):
+        suite = load_suite(suite)
+    if level is not None:
+        suite = suite.filter(level=level)
+    if len(suite) == 0:
+        raise TaskError(f"suite {suite.name!r} has no tasks" + (f" at level {level}" if level is not None else ""))
+    return suite
+
+
+class KernelEnv(gym.Env[dict[str, Any], str]):
+    """Write a faster ``ModelNew`` for a PyTorch reference program, with the verifier's feedback after each try.
+
+    Action: the answer text (``spaces.Text`` over :data:`~kernelgym.envs.prompt.CODE_CHARSET`);
+    any ``str`` is accepted, characters outside the charset included.
+
+    Observation (``spaces.Dict``):
+        ``prompt``: the task prompt (reference code, target, ``ModelNew`` contract, rules).
+        ``feedback``: the latest verifier feedback ("" before the first attempt), sanitised and
+        cut to ``max_feedback_chars`` keeping head and tail.
+        ``turn``: attempts made so far in this episode (``Discrete(max_turns + 1)``).
+        ``metrics``: float32 ``[parsed, legal, compiled, correct, speedup, score]`` of the latest
+        attempt (speedup 0 when not timed, clipped to :data:`SPEEDUP_CLIP`).
+
+    Info: ``task_id``, ``turn``, ``score``, ``status`` ("" before the first attempt) and, after a
+    step, ``result``: the full :class:`~kernelgym.verifier.result.EvalResult` as a dict.
+
+    Reward: the attempt's score. ``terminated`` when the attempt is legal, correct and at least
+    ``success_speedup`` times as fast as the reference (an untimed correct answer counts as
+    speedup 0); ``truncated`` when ``max_turns`` attempts were used without success.
+
+    Args:
+        suite: a suite name for :func:`kernelgym.tasks.load_suite` (``"cpu"``, ``"gpu"``,
+            ``"kernelbench:<dir-or-parquet>"``) or a :class:`TaskSuite`.
+        backend: the target backend (``"cpp"``, ``"cuda"``, ``"triton"``, ``"musa"``).
+        executor: where candidates run (``"local"``, the embedded default, or ``"ray"``).
+        max_turns: attempts per episode.
+        success_speedup: speedup an attempt needs to end the episode (0 means: correct is enough).
+        verifier: an object with ``evaluate``/``evaluate_many`` to use instead of building one
+            (not closed by :meth:`close`).
+        verifier_config: settings of the verifier this env builds.
+        num_workers: worker processes of the verifier this env builds (``None``: its default).
+        cache_dir: build cache directory of the verifier this env builds (``None``: its default).
+        level: keep only the tasks of this KernelBench level.
+        render_mode: ``None`` or ``"ansi"``.
+        max_feedback_chars: longest ``feedback`` observation.
+
+    The real verifier is built at the first :meth:`step`, so construction and :meth:`reset` are
+    cheap; a backend this machine cannot run raises ``BackendUnavailableError`` there.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import kernelgym  # registers the environments
+        >>> env = gym.make("kernelgym/CPU-v0", max_turns=2)
+        >>> obs, info = env.reset(seed=0, options={"task_id": "level1/1_ReLU"})
+        >>> info["task_id"], obs["turn"], "ModelNew" in obs["prompt"]
+        ('level1/1_ReLU', 0, True)
+        >>> obs, reward, terminated, truncated, info = env.step("no code here")
+        >>> info["status"], reward, terminated, truncated
+        ('format_error', 0.0, False, False)
+        >>> env.close()
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(
+        self,
+        suite: str | TaskSuite = "cpu",
+        backend: str = "cpp",
+        executor: str = "local",
+        max_turns: int = 4,
+        success_speedup: float = 1.0,
+        verifier: VerifierLike | None = None,
+        verifier_config: VerifierConfig | None = None,
+        num_workers: int | None = None,
+        cache_dir: str | None = None,
+        level: int | None = None,
+        render_mode: str | None = None,
+        max_feedback_chars: int = 4000,
+    ) -> None:
+        if max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, not {render_mode!r}")
+        self.suite = resolve_suite(suite, level)
+        self.backend = backend
+        self.executor = executor
+        self.max_turns = max_turns
+        self.success_speedup = success_speedup
+        self.verifier_config = verifier_config
+        self.num_workers = num_workers
+        self.cache_dir = cache_dir
+        self.render_mode = render_mode
+        self.max_feedback_chars = max_feedback_chars
+        self._verifier = verifier
+        self._owns_verifier = verifier is None
+        self._language: str | None = None
+
+        self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=CODE_CHARSET)
+        high = np.array([1, 1, 1, 1, SPEEDUP_CLIP, 1], dtype=np.float32)
+        self.observation_space = spaces.Dict(
+            {
+                "prompt": spaces.Text(MAX_PROMPT_CHARS, min_length=0, charset=CODE_CHARSET),
+                "feedback": spaces.Text(max_feedback_chars, min_length=0, charset=CODE_CHARSET),
+                "turn": spaces.Discrete(max_turns + 1),
+                "metrics": spaces.Box(low=np.zeros(6, dtype=np.float32), high=high, dtype=np.float32),
+            }
+        )
+
+        self._task: Task | None = None
+        self._prompt = ""
+        self._turn = 0
+        self._result: EvalResult | None = None
+        self._episode_over = False
+
+    @property
+    def task(self) -> Task | None:
+        """The task of the current episode (``None`` before the first reset)."""
+        return self._task
+
+    @property
+    def verifier(self) -> VerifierLike:
+        """The verifier, built on first use unless one was given."""
+        if self._verifier is None:
+            self._verifier = make_verifier(
+                self.backend, self.executor, self.verifier_config, self.num_workers, self.cache_dir
+            )
+        return self._verifier
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Start an episode on a task: ``options={"task_id": ...}`` or one drawn with ``self.np_random``.
+
+        Raises:
+            TaskError: ``task_id`` names no task of the suite.
+        """
+        super().reset(seed=seed)
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            self._task = self.suite.tasks[int(self.np_random.integers(len(self.suite)))]
+        else:
+            self._task = self.suite[task_id]
+        if self._language is None:
+            self._language = backend_language(self.backend)
+        self._prompt = sanitize(build_prompt(self._task, self._language), MAX_PROMPT_CHARS)
+        self._turn = 0
+        self._result = None
+        self._episode_over = False
+        return self._observation(), self._info()
+
+    def step(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """Submit one answer; the verifier judges it and the episode moves one turn on.
+
+        Raises:
+            gymnasium.error.ResetNeeded: no episode is running (call :meth:`reset`).
+            TypeError: ``action`` is not a ``str``.
+        """
+        task = self.begin_attempt(action)
+        return self.finish_attempt(self.verifier.evaluate(task, action))
+
+    def begin_attempt(self, action: str) -> Task:
+        """Validate a step's action and return the task it answers (the first half of :meth:`step`).
+
+        Batched callers (:class:`~kernelgym.envs.vector.KernelVectorEnv`) judge the answers of
+        several envs at once, then hand each result to :meth:`finish_attempt`.
+        """
+        if self._task is None or self._episode_over:
+            raise gym.error.ResetNeeded("the episode is over or was never started: call reset() before step()")
+        if not isinstance(action, str):
+            raise TypeError(f"a KernelEnv action is the answer text (str), not {type(action).__name__}")
+        return self._task
+
+    def finish_attempt(self, result: EvalResult) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """Record the verifier's result of the attempt begun with :meth:`begin_attempt`; return the step tuple."""
+        self._turn += 1
+        self._result = result
+        speedup = result.speedup if result.speedup is not None else 0.0
+        terminated = bool(result.legal and result.correct and speedup >= self.success_speedup)
+        truncated = not terminated and self._turn >= self.max_turns
+        self._episode_over = terminated or truncated
+        return self._observation(), float(result.score), terminated, truncated, self._info()
+
+    def render(self) -> str | None:
+        """The episode so far as text (``render_mode="ansi"``)."""
+        if self.render_mode is None:
+            gym.logger.warn("KernelEnv.render() needs render_mode='ansi'")
+            return None
+        task_id = self._task.id if self._task is not None else "(no task: call reset())"
+        lines = [f"task {task_id}  backend {self.backend}  turn {self._turn}/{self.max_turns}"]
+        if self._result is None:
+            lines.append("no attempt yet")
+        else:
+            speedup = "n/a" if self._result.speedup is None else f"{self._result.speedup:.2f}x"
+            lines.append(f"status {self._result.status}  score {self._result.score:.3f}  speedup {speedup}")
+            lines.append(sanitize(self._result.feedback, self.max_feedback_chars))
+        return "\n".join(lines) + "\n"
+
+    def close(self) -> None:
+        """Close the verifier this env built (one that was passed in is left open)."""
+        if self._owns_verifier and self._verifier is not None:
+            self._verifier.close()
+            self._verifier = None
+        super().close()
+
+    def _observation(self) -> dict[str, Any]:
+        result = self._result
+        if result is None:
+            feedback, metrics = "", np.zeros(6, dtype=np.float32)
+        else:
+            feedback = sanitize(result.feedback, self.max_feedback_chars)
+            speedup = min(result.speedup or 0.0, SPEEDUP_CLIP)
+            values = (result.parsed, result.legal, result.compiled, result.correct, max(speedup, 0.0), result.score)
+            metrics = np.array(values, dtype=np.float32)
+        return {"prompt": self._prompt, "feedback": feedback, "turn": self._turn, "metrics": metrics}
+
+    def _info(self) -> dict[str, Any]:
+        assert self._task is not None
+        info: dict[str, Any] = {"task_id": self._task.id, "turn": self._turn}
+        if self._result is None:
+            info.update(score=0.0, status="")
+        else:
+            info.update(score=float(self._result.score), status=self._result.status.value, result=self._result.to_dict())
+        return info

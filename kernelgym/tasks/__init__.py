@@ -1,0 +1,28 @@
+"""Tasks: KernelBench-format reference programs, suites of them, and their loaders.
+
+Holds:
+    Task, TaskSuite: the task types (kernelgym.tasks.task).
+    load_suite, load_task_file, load_kernelbench_dir, load_kernelbench_parquet, bundled_suites:
+        the loaders (kernelgym.tasks.loaders).
+"""
+
+from __future__ import annotations
+
+from kernelgym.tasks.loaders import (
+    bundled_suites,
+    load_kernelbench_dir,
+    load_kernelbench_parquet,
+    load_suite,
+    load_task_file,
+)
+from kernelgym.tasks.task import Task, TaskSuite
+
+__all__ = [
+    "Task",
+    "TaskSuite",
+    "bundled_suites",
+    "load_kernelbench_dir",
+    "load_kernelbench_parquet",
+    "load_suite",
+    "load_task_file",
+]

@@ -1,0 +1,28 @@
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    """Takes the maximum of a 3-D tensor over one dimension."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.max(x, dim=self.dim)[0]
+
+
+batch_size = 16
+dim1 = 256
+dim2 = 256
+reduce_dim = 1
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim1, dim2)
+    return [x]
+
+
+def get_init_inputs():
+    return [reduce_dim]

@@ -1,0 +1,77 @@
+"""Settings of the verifier, passed whole to the workers.
+
+Holds:
+    StageTimeouts: wall-clock budget of each stage that runs candidate code.
+    VerifierConfig: every knob of the judge, with documented defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kernelgym.verifier.reward import RewardSpec
+
+__all__ = ["StageTimeouts", "VerifierConfig"]
+
+
+@dataclass(frozen=True)
+class StageTimeouts:
+    """Seconds each worker stage may take before the worker is killed.
+
+    ``build`` covers compiling native code (a cold C++ ``load_inline`` build
+    takes ~30 s on 2 cores, more when several run at once); ``check`` covers
+    all correctness trials; ``time`` covers timing and the post-timing re-check.
+    """
+
+    build: float = 600.0
+    check: float = 120.0
+    time: float = 180.0
+
+
+@dataclass(frozen=True)
+class VerifierConfig:
+    """How strictly and how long to judge.
+
+    Attributes:
+        trials: correctness trials, each with fresh random inputs (fresh seeds).
+        atol: absolute tolerance for fp32 outputs (task override wins).
+        rtol: relative tolerance for fp32 outputs (task override wins).
+        low_precision_tol: atol = rtol for fp16/bf16 outputs.
+        check_variants: also run the task's extra input shapes.
+        timing: run the timing stage at all.
+        warmup: untimed calls before timing.
+        runs: timed calls (the median and the interquartile range are reported).
+        input_sets: fresh input sets rotated over timed calls (defeats output caches).
+        compile_baseline: also time ``torch.compile(Model)`` (slow to compile on a CPU).
+        faster_threshold: ``faster`` means ``speedup_eager > faster_threshold``.
+        roofline_bandwidth_gbs: peak memory bandwidth used for the excessive-speedup
+            check (``None``: the backend's default).
+        seed: base seed; ``None`` draws a fresh one per evaluation so trial inputs
+            cannot be predicted.
+        reward: how the score is computed.
+        timeouts: per-stage wall-clock budgets.
+        memory_limit_gb: address-space limit of a worker process.
+    """
+
+    trials: int = 3
+    atol: float = 1e-4
+    rtol: float = 1e-4
+    low_precision_tol: float = 1e-2
+    check_variants: bool = True
+    timing: bool = True
+    warmup: int = 3
+    runs: int = 20
+    input_sets: int = 3
+    compile_baseline: bool = False
+    faster_threshold: float = 1.1
+    roofline_bandwidth_gbs: float | None = None
+    seed: int | None = None
+    reward: RewardSpec = field(default_factory=RewardSpec)
+    timeouts: StageTimeouts = field(default_factory=StageTimeouts)
+    memory_limit_gb: float = 16.0
+
+    def __post_init__(self) -> None:
+        if self.trials < 3:
+            raise ValueError("VerifierConfig.trials must be at least 3")
+        if self.runs < 1 or self.warmup < 0 or self.input_sets < 1:
+            raise ValueError("VerifierConfig.runs >= 1, warmup >= 0, input_sets >= 1")

@@ -1,0 +1,118 @@
+"""Runtime defenses that watch the candidate while it runs (worker side).
+
+Holds:
+    AtenGuard: a ``TorchDispatchMode`` recording every ATen compute op dispatched
+        during ``ModelNew.forward``, C++ extension callers included.
+    GlobalState: a snapshot of process state a candidate could tamper with
+        (thread count, timers, comparison functions, backend precision flags).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch._dynamo  # noqa: F401  (its import wraps torch.manual_seed & co.; do it before any snapshot)
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = ["AtenGuard", "GlobalState", "ALLOWED_ATEN_OPS"]
+
+# Ops that allocate, fill, copy or re-view memory; everything else is compute.
+ALLOWED_ATEN_OPS = frozenset(
+    {
+        "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided",
+        "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full",
+        "fill_", "zero_", "resize_", "scalar_tensor",
+        "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "permute",
+        "transpose", "t", "squeeze", "unsqueeze", "flatten", "unflatten", "narrow", "slice", "select",
+        "view_as", "alias", "detach", "lift_fresh", "lift_fresh_copy", "unbind", "split", "chunk",
+        "contiguous", "clone", "copy_", "_to_copy", "to", "_local_scalar_dense", "item",
+        "is_same_size", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset",
+        "record_stream", "_has_compatible_shallow_copy_type", "set_",
+    }
+)
+
+
+class AtenGuard(TorchDispatchMode):
+    """Record the ATen ops dispatched while active; ``compute_ops`` lists forbidden ones.
+
+    Example:
+        >>> x = torch.ones(3)
+        >>> with AtenGuard() as guard:
+        ...     y = torch.empty_like(x)
+        ...     z = x * 2
+        >>> guard.compute_ops
+        ['mul']
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        name = func.overloadpacket.__name__
+        self.seen[name] = self.seen.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+    @property
+    def compute_ops(self) -> list[str]:
+        """Dispatched ops that compute (not allocation, view or copy), sorted."""
+        return sorted(op for op in self.seen if op not in ALLOWED_ATEN_OPS)
+
+
+_WATCHED_FUNCTIONS = (
+    ("time.perf_counter", lambda: time.perf_counter),
+    ("time.time", lambda: time.time),
+    ("time.monotonic", lambda: time.monotonic),
+    ("torch.allclose", lambda: torch.allclose),
+    ("torch.isclose", lambda: torch.isclose),
+    ("torch.equal", lambda: torch.equal),
+    ("torch.testing.assert_close", lambda: torch.testing.assert_close),
+    ("torch.Tensor.__eq__", lambda: torch.Tensor.__eq__),
+    ("torch.Tensor.__sub__", lambda: torch.Tensor.__sub__),
+    ("torch.Tensor.abs", lambda: torch.Tensor.abs),
+    ("torch.Tensor.clone", lambda: torch.Tensor.clone),
+    ("torch.manual_seed", lambda: torch.manual_seed),
+    ("torch.randn", lambda: torch.randn),
+    ("torch.cuda.synchronize", lambda: torch.cuda.synchronize),
+    ("torch.cuda.Event.record", lambda: torch.cuda.Event.record),
+    ("torch.cuda.Event.elapsed_time", lambda: torch.cuda.Event.elapsed_time),
+    ("torch.nn.Module.__call__", lambda: torch.nn.Module.__call__),
+)
+
+
+@dataclass(frozen=True)
+class GlobalState:
+    """What a candidate must leave as it found it."""
+
+    num_threads: int
+    functions: tuple[tuple[str, int], ...]
+    flags: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def capture(cls) -> GlobalState:
+        """Snapshot the current process state."""
+        flags = (
+            ("torch.backends.cudnn.benchmark", torch.backends.cudnn.benchmark),
+            ("torch.backends.cudnn.deterministic", torch.backends.cudnn.deterministic),
+            ("torch.backends.cudnn.allow_tf32", torch.backends.cudnn.allow_tf32),
+            ("torch.backends.cuda.matmul.allow_tf32", torch.backends.cuda.matmul.allow_tf32),
+            ("float32_matmul_precision", torch.get_float32_matmul_precision()),
+            ("deterministic_algorithms", torch.are_deterministic_algorithms_enabled()),
+            ("grad_enabled", torch.is_grad_enabled()),
+        )
+        functions = tuple((name, id(get())) for name, get in _WATCHED_FUNCTIONS)
+        return cls(torch.get_num_threads(), functions, flags)
+
+    def changes_since(self, before: GlobalState) -> list[str]:
+        """Human-readable list of what differs from ``before``."""
+        changes = []
+        if self.num_threads != before.num_threads:
+            changes.append(f"thread count {before.num_threads} -> {self.num_threads}")
+        old_funcs = dict(before.functions)
+        changes += [f"{name} was replaced" for name, ident in self.functions if old_funcs.get(name) != ident]
+        old_flags = dict(before.flags)
+        changes += [f"{name} {old_flags.get(name)!r} -> {value!r}" for name, value in self.flags if old_flags.get(name) != value]
+        return changes

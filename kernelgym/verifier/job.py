@@ -1,0 +1,39 @@
+"""The unit of work sent to a worker process.
+
+Holds:
+    JudgeJob: a candidate that passed the static stages, with everything the
+        worker needs to build, check and time it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelgym.tasks.task import Task
+from kernelgym.verifier.config import VerifierConfig
+
+__all__ = ["JudgeJob"]
+
+
+@dataclass(frozen=True)
+class JudgeJob:
+    """A candidate program ready for the worker stages.
+
+    Attributes:
+        task: the task it answers.
+        code: the extracted candidate program.
+        backend: backend name.
+        config: verifier settings.
+        seeds: one seed per correctness trial, plus one for timing inputs and
+            one for the post-timing re-check (drawn by the caller).
+        extract_seconds: time the caller spent extracting.
+        inspect_seconds: time the caller spent on static analysis.
+    """
+
+    task: Task
+    code: str
+    backend: str
+    config: VerifierConfig
+    seeds: tuple[int, ...]
+    extract_seconds: float = 0.0
+    inspect_seconds: float = 0.0

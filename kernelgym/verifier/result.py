@@ -1,0 +1,185 @@
+"""What the verifier returns.
+
+Holds:
+    Status: the outcome of one evaluation.
+    Violation: one broken rule, with its id, line and a sentence.
+    StageSeconds: wall time spent in each stage.
+    EvalResult: the frozen, JSON-serialisable record of one evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from enum import Enum
+from typing import Any
+
+__all__ = ["Status", "Violation", "StageSeconds", "EvalResult", "STAGES"]
+
+STAGES = ("extract", "inspect", "build", "check", "time")
+
+
+class Status(str, Enum):
+    """Outcome of one evaluation, from least to most advanced failure, then ``ok``.
+
+    ``ok``: legal, compiled and correct (timing may or may not show a speedup).
+    ``format_error``: no usable ``ModelNew`` program in the text.
+    ``illegal``: a rule was broken (PyTorch fallback, hack, forbidden access).
+    ``compile_error``: the native code did not build.
+    ``runtime_error``: loading or running the candidate raised or crashed.
+    ``incorrect``: ran, but outputs (or inputs, by mutation) differ from the reference.
+    ``timeout``: a stage ran past its wall-clock budget.
+    """
+
+    OK = "ok"
+    FORMAT_ERROR = "format_error"
+    ILLEGAL = "illegal"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    INCORRECT = "incorrect"
+    TIMEOUT = "timeout"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule.
+
+    Attributes:
+        rule: stable rule id, e.g. ``"torch-compute-in-forward"``.
+        line: 1-based line in the extracted candidate program (0 when not tied to a line).
+        message: a sentence an LLM can act on.
+        where: ``"python"``, ``"cpp"`` (native source) or ``"runtime"``.
+    """
+
+    rule: str
+    line: int
+    message: str
+    where: str = "python"
+
+
+@dataclass(frozen=True)
+class StageSeconds:
+    """Wall-clock seconds spent in each stage (0.0 for a stage that did not run)."""
+
+    extract: float = 0.0
+    inspect: float = 0.0
+    build: float = 0.0
+    check: float = 0.0
+    time: float = 0.0
+
+    @property
+    def total(self) -> float:
+        """Sum over stages."""
+        return self.extract + self.inspect + self.build + self.check + self.time
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """The record of one evaluation of a candidate against a task.
+
+    Attributes:
+        task_id: the task evaluated.
+        backend: the backend the candidate targeted.
+        status: the outcome (see :class:`Status`).
+        parsed: a ``ModelNew`` program was extracted and is valid Python.
+        legal: no rule was broken (static or runtime).
+        compiled: the candidate's native code built and its module loaded.
+        correct: outputs matched the reference on every trial and variant.
+        speedup_eager: reference eager time / candidate time (``None``: not timed).
+        speedup_compile: ``torch.compile`` reference time / candidate time.
+        faster: ``speedup_eager`` above the configured threshold (1.1 by default).
+        runtime_ms: candidate median time per call.
+        runtime_spread_ms: candidate interquartile range.
+        ref_eager_ms: reference eager median time.
+        ref_compile_ms: reference ``torch.compile`` median time.
+        timing_meaningful: ``False`` when timing cannot mean anything (interpreter, emulation).
+        max_abs_error: largest absolute error seen in correctness trials.
+        max_rel_error: largest relative error seen in correctness trials.
+        violations: broken rules.
+        flags: warnings that do not change the status (e.g. ``"excessive-speedup"``).
+        feedback: a text written for an LLM to act on.
+        score: the bounded reward from :class:`~kernelgym.verifier.reward.RewardSpec`.
+        seconds: wall time per stage.
+        cache_hit: the build was served from the content-addressed cache.
+        custom_kernel_calls: native kernel entry points/launches seen during one forward.
+        seeds: the seeds used for the correctness trials (reproducibility).
+        device: the device the candidate ran on, in words.
+    """
+
+    task_id: str
+    backend: str
+    status: Status
+    parsed: bool = False
+    legal: bool = False
+    compiled: bool = False
+    correct: bool = False
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    faster: bool = False
+    runtime_ms: float | None = None
+    runtime_spread_ms: float | None = None
+    ref_eager_ms: float | None = None
+    ref_compile_ms: float | None = None
+    timing_meaningful: bool = False
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    violations: tuple[Violation, ...] = ()
+    flags: tuple[str, ...] = ()
+    feedback: str = ""
+    score: float = 0.0
+    seconds: StageSeconds = field(default_factory=StageSeconds)
+    cache_hit: bool = False
+    custom_kernel_calls: int = 0
+    seeds: tuple[int, ...] = ()
+    device: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))
+        for name in ("speedup_eager", "speedup_compile", "max_abs_error", "max_rel_error"):
+            object.__setattr__(self, name, _finite_or_none(getattr(self, name)))
+
+    @property
+    def ok(self) -> bool:
+        """Legal, compiled and correct."""
+        return self.status is Status.OK
+
+    @property
+    def speedup(self) -> float | None:
+        """Speedup over the eager reference (the headline number)."""
+        return self.speedup_eager
+
+    def with_changes(self, **changes: Any) -> EvalResult:
+        """Return a copy with some fields replaced."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain-JSON dict (``status`` as its string, violations as dicts)."""
+        data = asdict(self)
+        data["status"] = self.status.value
+        data["speedup"] = self.speedup
+        return data
+
+    def to_json(self) -> str:
+        """One-line JSON."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
+        """Inverse of :meth:`to_dict` (unknown keys are ignored)."""
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["violations"] = tuple(Violation(**v) for v in data.get("violations", ()))
+        kwargs["seconds"] = StageSeconds(**data.get("seconds", {}))
+        kwargs["flags"] = tuple(data.get("flags", ()))
+        kwargs["seeds"] = tuple(data.get("seeds", ()))
+        return cls(**kwargs)

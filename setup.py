@@ -1,0 +1,46 @@
+"""Install kernelgym: ``pip install -e .`` (core) or ``pip install -e '.[dev]'`` (tests)."""
+
+from setuptools import find_packages, setup
+
+EXTRAS = {
+    "kernelbench": ["pyarrow>=14"],
+    "triton": ["triton>=3.0"],
+    "ray": ["ray[default]>=2.9"],
+    "sb3": ["stable-baselines3>=2.3"],
+    "hf": ["transformers>=4.40"],
+    "verl": ["verl[verl-core]==0.9.1"],
+    "plots": ["matplotlib>=3.7"],
+}
+EXTRAS["dev"] = [
+    "pytest>=8",
+    "pytest-benchmark>=4",
+    "hypothesis>=6",
+    "ruff>=0.5",
+    *EXTRAS["kernelbench"],
+    *EXTRAS["plots"],
+]
+
+setup(
+    name="kernelgym",
+    version="0.1.0",
+    description="Gymnasium environments and a strict, sandboxed judge for native GPU/CPU kernel generation",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["kernelgym", "kernelgym.*"]),
+    package_data={"kernelgym": ["tasks/suites/**/*.py", "tasks/suites/**/*.json", "agents/configs/*.yaml"]},
+    include_package_data=True,
+    install_requires=[
+        "torch>=2.4",
+        "numpy>=1.24",
+        "gymnasium>=1.0",
+        "ninja>=1.11",
+        "pybind11>=2.11",
+        "tree-sitter>=0.23",
+        "tree-sitter-python>=0.23",
+        "tree-sitter-cpp>=0.23",
+        "tqdm>=4.60",
+    ],
+    extras_require=EXTRAS,
+    entry_points={"console_scripts": ["kernelgym=kernelgym.cli:main"]},
+)

@@ -1,0 +1,48 @@
+# task: level1/1_ReLU
+# expect: illegal
+# rule: torch-compiler
+# pattern: 21 — a captured CUDA graph replays a PyTorch op; timing collapses to a graph launch
+import torch
+from torch import nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+
+__global__ void relu_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) {
+        const float v = x[i];
+        y[i] = v > 0.f ? v : 0.f;
+    }
+}
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    const int64_t n = xc.numel();
+    relu_kernel<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(xc.data_ptr<float>(),
+                                                                              y.data_ptr<float>(), n);
+    return y;
+}
+"""
+cpp_source = "torch::Tensor relu_forward(torch::Tensor x);"
+
+module = load_inline(name="hack_c21_graph", cpp_sources=cpp_source, cuda_sources=cuda_source,
+                     functions=["relu_forward"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.graph = None
+
+    def forward(self, x):
+        if self.graph is None:
+            self.static_in = x.clone()
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.static_out = module.relu_forward(self.static_in)
+        self.graph.replay()
+        return self.static_out

@@ -1,0 +1,37 @@
+# task: level1/1_ReLU
+# expect: illegal
+# rule: output-cache
+# pattern: 11 — outputs cached by (data_ptr, shape): the timed loop on one input never relaunches
+import torch
+import triton
+import triton.language as tl
+from torch import nn
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+
+def launch(x):
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    n = x.numel()
+    relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+    return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.memo = {}
+
+    def forward(self, x):
+        out = self.memo.get((x.data_ptr(), x.shape))
+        if out is None:
+            out = self.memo[(x.data_ptr(), x.shape)] = launch(x)
+        return out
