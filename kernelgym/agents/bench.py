@@ -583,7 +583,7 @@ def write_plots(summary: BenchSummary, attempts: Sequence[Attempt], out_dir: str
     """
     require_extra("matplotlib", "plot")
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
 
     from kernelgym.agents.metrics import best_attempt, group_episodes
 
@@ -607,10 +607,12 @@ def write_plots(summary: BenchSummary, attempts: Sequence[Attempt], out_dir: str
             if data:
                 axes.hist(data, bins=bins, alpha=0.6, label=f"{label} (n={len(data)})")
         axes.set_xscale("log")
-        powers = range(math.floor(math.log2(low)), math.ceil(math.log2(high)) + 1)
-        axes.xaxis.set_major_locator(FixedLocator([2.0**p for p in powers]))
-        axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
+        first, last = math.floor(math.log2(low)), math.ceil(math.log2(high))
+        step = max(1, math.ceil((last - first + 1) / 9))
+        axes.xaxis.set_major_locator(FixedLocator([2.0**p for p in range(first, last + 1, step)]))
+        axes.xaxis.set_major_formatter(FuncFormatter(_speedup_label))
         axes.xaxis.set_minor_formatter(NullFormatter())
+        axes.yaxis.set_major_locator(MaxNLocator(integer=True))
         axes.axvline(1.0, color="black", linewidth=1)
         axes.axvline(metrics.faster_threshold, color="gray", linestyle="--", linewidth=1,
                      label=f"faster threshold {metrics.faster_threshold:g}x")
@@ -650,6 +652,10 @@ def write_plots(summary: BenchSummary, attempts: Sequence[Attempt], out_dir: str
     axes.legend()
     figure.savefig(paths[2], dpi=120)
     return paths
+
+
+def _speedup_label(value: float, _position: float) -> str:
+    return f"{value:g}x" if value >= 1 else f"1/{round(1 / value)}x"
 
 
 def _plotted_metrics(k: int) -> list[tuple[str, str]]:

@@ -105,6 +105,19 @@ class Backend:
     def prepare_worker(self, build_root: Path) -> None:
         """One-time setup in a fresh worker, before it is confined (e.g. precompiled headers)."""
 
+    def device_count(self) -> int:
+        """Devices a worker can be pinned to (0: the backend is not bound to devices). Runs in the caller."""
+        return 0
+
+    def worker_environment(self, device_index: int | None = None) -> dict[str, str]:
+        """Environment variables a worker needs (e.g. ``TRITON_INTERPRET``). Runs in the caller.
+
+        Args:
+            device_index: which of the :meth:`device_count` devices the worker is
+                pinned to (``None``: not pinned).
+        """
+        return {}
+
     def writable_paths(self, build_root: Path) -> tuple[str, ...]:
         """Extra directories a confined worker must be able to write (beyond its own and the cache)."""
         return ()

@@ -1,1 +1,373 @@
-"""Placeholder replaced by the GPU backends work."""
+"""The ``cuda`` backend, and what every GPU backend shares.
+
+Holds:
+    GpuBackend: base of the GPU backends (``cuda``, ``triton`` on a GPU, ``musa``):
+        one worker pinned to each GPU, device-wide synchronization, NaN-poisoned
+        allocator memory, and event timing with the L2 cache flushed before every run.
+    CudaBackend: CUDA C++ through ``load_inline(cuda_sources=...)``, built by nvcc + ninja
+        through the content-addressed build cache.
+    RunTimer: what the timing loop needs from a device (flush, start, stop, synchronize).
+    EventTimer: the RunTimer of a GPU: device events on the current stream.
+    time_rotated: the timing loop (warm-up, inputs rotated, flush outside the timed region).
+    peak_bandwidth_gbs: peak memory bandwidth of a GPU from its name (roofline check).
+    l2_flush_bytes: size of the buffer written before every timed run.
+    pinned_device: the device id a worker with a given index is pinned to.
+
+Timing follows DESIGN.md stage 5: every timed call starts with a cold L2 (a
+buffer of at least twice the L2 size is written first, outside the timed
+region), inputs rotate over fresh input sets, start/end events are recorded on
+the current stream and the device is synchronized after each call, so an
+asynchronous CUDA error surfaces in the call that caused it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol
+
+from kernelgym.backends.base import Backend, BuildRecord, KernelTracker, register_backend
+from kernelgym.backends.native import intercept_load_inline
+
+__all__ = [
+    "CudaBackend",
+    "EventTimer",
+    "GpuBackend",
+    "RunTimer",
+    "l2_flush_bytes",
+    "peak_bandwidth_gbs",
+    "pinned_device",
+    "time_rotated",
+]
+
+MIN_FLUSH_BYTES = 256 * 1024**2
+"""Smallest L2-flush buffer (twice the 128 MB L2 of the largest current GPUs)."""
+
+FALLBACK_BANDWIDTH_GBS = 3000.0
+"""Peak bandwidth assumed for a GPU missing from the table (an H100-class figure)."""
+
+# Peak DRAM bandwidth in GB/s by device-name fragment; the first match wins, so
+# specific names come before the families that contain them.
+_BANDWIDTH_GBS = (
+    ("GB200", 8000.0), ("B200", 8000.0), ("GH200", 4900.0), ("H200", 4800.0), ("H100 NVL", 3900.0),
+    ("H100 PCIe", 2000.0), ("H100", 3350.0), ("H800", 3350.0), ("H20", 4000.0), ("A100-SXM4-80GB", 2039.0),
+    ("A100 80GB", 2039.0), ("A100", 1555.0), ("A800", 2039.0), ("L40", 864.0), ("L4", 300.0),
+    ("A10", 600.0), ("RTX 4090", 1008.0), ("RTX 3090", 936.0), ("V100", 900.0), ("T4", 320.0),
+)
+
+# Floats in one poisoned small-pool block: just under the caching allocator's 1 MiB small-block limit.
+_SMALL_POISON_FLOATS = (1 << 18) - 64
+_SMALL_POISON_BLOCKS = 16
+
+
+def peak_bandwidth_gbs(
+    device_name: str, table: Sequence[tuple[str, float]] = _BANDWIDTH_GBS, fallback: float = FALLBACK_BANDWIDTH_GBS
+) -> float:
+    """Peak memory bandwidth (GB/s) of the GPU called ``device_name``.
+
+    Used as the roofline floor: no honest kernel moves its bytes faster than
+    this, so an overestimate is the safe side.
+
+    Args:
+        device_name: as the driver reports it (``torch.cuda.get_device_name()``).
+        table: (name fragment, GB/s) pairs; the first fragment found in the name wins.
+        fallback: the figure for a GPU the table does not know.
+
+    Example:
+        >>> peak_bandwidth_gbs("NVIDIA H200")
+        4800.0
+        >>> peak_bandwidth_gbs("NVIDIA H100 80GB HBM3")
+        3350.0
+        >>> peak_bandwidth_gbs("Some Future GPU")
+        3000.0
+    """
+    for fragment, gbs in table:
+        if fragment.lower() in device_name.lower():
+            return gbs
+    return fallback
+
+
+def l2_flush_bytes(l2_cache_bytes: int) -> int:
+    """Bytes to write before each timed run so nothing of the last run stays in L2.
+
+    Example:
+        >>> l2_flush_bytes(50 * 1024**2) // 1024**2
+        256
+        >>> l2_flush_bytes(200 * 1024**2) // 1024**2
+        400
+    """
+    return max(2 * l2_cache_bytes, MIN_FLUSH_BYTES)
+
+
+def pinned_device(index: int, visible: str | None, count: int) -> str:
+    """The device id (as ``CUDA_VISIBLE_DEVICES`` names it) for worker ``index``.
+
+    Workers map onto the devices the caller sees, round-robin: with
+    ``CUDA_VISIBLE_DEVICES=2,3`` worker 0 gets ``2`` and worker 1 gets ``3``.
+
+    Args:
+        index: the worker's index.
+        visible: the caller's ``*_VISIBLE_DEVICES`` value (``None``: unset).
+        count: devices the caller sees.
+
+    Example:
+        >>> pinned_device(1, "2,3", 2), pinned_device(2, None, 2)
+        ('3', '0')
+    """
+    entries = [e.strip() for e in visible.split(",") if e.strip()] if visible else []
+    entries = entries or [str(i) for i in range(max(count, 1))]
+    return entries[index % len(entries)]
+
+
+class RunTimer(Protocol):
+    """What :func:`time_rotated` needs from a device."""
+
+    def flush(self) -> None:
+        """Evict caches; runs outside the timed region."""
+
+    def start(self) -> None:
+        """Mark the start of one timed call."""
+
+    def stop(self) -> None:
+        """Mark the end of one timed call."""
+
+    def synchronize(self) -> None:
+        """Wait for all queued device work (raises the device's pending errors)."""
+
+    def elapsed_ms(self) -> list[float]:
+        """Milliseconds of each start/stop pair, in order."""
+
+
+def time_rotated(fn: Callable[[Sequence[Any]], Any], input_sets: Sequence[Sequence[Any]], warmup: int, runs: int, timer: RunTimer) -> list[float]:
+    """Time ``runs`` calls of ``fn``, rotating ``input_sets``, each call after a cache flush.
+
+    Warm-up calls come first (they also absorb JIT compilation and autotuning).
+    Each timed call is ``flush -> start -> fn -> stop -> synchronize``, so the
+    flush is never timed and a device error surfaces in the call that caused it.
+
+    Returns:
+        One duration in milliseconds per timed call.
+    """
+    for i in range(warmup):
+        fn(input_sets[i % len(input_sets)])
+    timer.synchronize()
+    for i in range(runs):
+        inputs = input_sets[i % len(input_sets)]
+        timer.flush()
+        timer.start()
+        fn(inputs)
+        timer.stop()
+        timer.synchronize()
+    return timer.elapsed_ms()
+
+
+class EventTimer:
+    """A :class:`RunTimer` made of device events recorded on the current stream.
+
+    Args:
+        api: the device module (``torch.cuda`` or ``torch.musa``).
+        flush_buffer: a byte tensor of :func:`l2_flush_bytes` bytes, zeroed before each run.
+    """
+
+    def __init__(self, api: ModuleType, flush_buffer: Any) -> None:
+        self.api = api
+        self.flush_buffer = flush_buffer
+        self.pairs: list[tuple[Any, Any]] = []
+
+    def flush(self) -> None:
+        """Overwrite the flush buffer (evicts every line of L2)."""
+        self.flush_buffer.zero_()
+
+    def start(self) -> None:
+        """Record a start event on the current stream."""
+        event = self.api.Event(enable_timing=True)
+        event.record(self.api.current_stream())
+        self.pairs.append((event, None))
+
+    def stop(self) -> None:
+        """Record the matching end event on the current stream."""
+        event = self.api.Event(enable_timing=True)
+        event.record(self.api.current_stream())
+        self.pairs[-1] = (self.pairs[-1][0], event)
+
+    def synchronize(self) -> None:
+        """Synchronize the whole device, not just one stream."""
+        self.api.synchronize()
+
+    def elapsed_ms(self) -> list[float]:
+        """Event-measured milliseconds of each run (the device must be synchronized)."""
+        return [start.elapsed_time(end) for start, end in self.pairs]
+
+
+class GpuBackend(Backend):
+    """What the GPU backends share; subclasses name the device module and the loader.
+
+    Attributes:
+        visible_devices_env: the variable that pins a process to devices.
+        arch_list_env: the variable naming the architectures extension builds target.
+        device_file_patterns: device files a confined worker must be able to open for writing.
+        bandwidth_table: (name fragment, peak GB/s) pairs for :func:`peak_bandwidth_gbs`.
+        fallback_bandwidth_gbs: peak GB/s of a GPU missing from the table.
+    """
+
+    device_type = "cuda"
+    visible_devices_env = "CUDA_VISIBLE_DEVICES"
+    arch_list_env = "TORCH_CUDA_ARCH_LIST"
+    device_file_patterns: tuple[str, ...] = ("/dev/nvidia*", "/dev/nvidia-caps/*")
+    bandwidth_table: tuple[tuple[str, float], ...] = _BANDWIDTH_GBS
+    fallback_bandwidth_gbs = FALLBACK_BANDWIDTH_GBS
+
+    def __init__(self) -> None:
+        self._name: str | None = None
+        self._flush: Any = None
+        self._arch = ""
+
+    def api(self) -> ModuleType:
+        """The torch device module (``torch.cuda``)."""
+        import torch
+
+        return getattr(torch, self.device_type)
+
+    def device_available(self) -> bool:
+        """Whether PyTorch sees a device of this type (cheap, no context is created)."""
+        try:
+            return bool(self.api().is_available())
+        except (ImportError, AttributeError, RuntimeError):
+            return False
+
+    def device_count(self) -> int:
+        """Visible GPUs; the local executor pins one worker to each."""
+        return int(self.api().device_count()) if self.device_available() else 0
+
+    def worker_environment(self, device_index: int | None = None) -> dict[str, str]:
+        """Pin the worker to one GPU through the visible-devices variable."""
+        if device_index is None:
+            return {}
+        visible = os.environ.get(self.visible_devices_env)
+        return {self.visible_devices_env: pinned_device(device_index, visible, self.device_count())}
+
+    def writable_paths(self, build_root: Path) -> tuple[str, ...]:
+        """The GPU device files (drivers open them for writing, also after confinement)."""
+        return tuple(sorted({p for pattern in self.device_file_patterns for p in glob.glob(pattern)}))
+
+    @property
+    def address_space_limit_ok(self) -> bool:
+        """No: the GPU runtime reserves terabytes of virtual address space."""
+        return False
+
+    @property
+    def default_bandwidth_gbs(self) -> float:  # type: ignore[override]
+        """Peak memory bandwidth of this worker's GPU (read from its name)."""
+        if not self.device_available():
+            return self.fallback_bandwidth_gbs
+        return peak_bandwidth_gbs(self.device_name(), self.bandwidth_table, self.fallback_bandwidth_gbs)
+
+    def arch_string(self, major: int, minor: int) -> str:
+        """How the arch-list variable writes a compute capability (``9.0`` for CUDA)."""
+        return f"{major}.{minor}"
+
+    def prepare_worker(self, build_root: Path) -> None:
+        """Create the device context, the L2-flush buffer and the build's target arch before confinement."""
+        import torch
+
+        if not self.device_available():
+            return
+        api = self.api()
+        torch.empty(1, device=self.device())  # creates the context while every device file may still be opened
+        self._name = str(api.get_device_name())
+        properties = api.get_device_properties(api.current_device())
+        l2_bytes = int(getattr(properties, "L2_cache_size", 0) or getattr(properties, "l2_cache_size", 0) or 0)
+        self._flush = torch.empty(l2_flush_bytes(l2_bytes), dtype=torch.uint8, device=self.device())
+        major, minor = api.get_device_capability()
+        # Builds target this GPU only; the arch enters the build cache key, so GPUs of other kinds never share a build.
+        self._arch = os.environ.get(self.arch_list_env) or self.arch_string(major, minor)
+        os.environ[self.arch_list_env] = self._arch
+
+    def device_name(self) -> str:
+        """The GPU's name (read once; a device in an error state cannot be asked again)."""
+        if self._name is None:
+            self._name = str(self.api().get_device_name()) if self.device_available() else "no GPU"
+        return self._name
+
+    def synchronize(self) -> None:
+        """Wait for all work on the device (raises a pending kernel error)."""
+        self.api().synchronize()
+
+    def poison_memory(self) -> None:
+        """Hand the caching allocator only NaN-filled free blocks.
+
+        Cached free blocks are returned to the driver, then one large block (as
+        large as all memory in use, so a later request of the size of any live
+        tensor fits in it) and a set of small-pool blocks are allocated, filled with NaN and freed. The next
+        allocations are carved out of them: a kernel that skips writing part of
+        its output returns NaN instead of a stale earlier result.
+        """
+        import torch
+
+        api = self.api()
+        api.empty_cache()
+        free = int(api.mem_get_info()[0])
+        size = min(max(int(api.memory_allocated()), MIN_FLUSH_BYTES), free // 2)
+        nan = float("nan")
+        large = torch.full((size // 4,), nan, dtype=torch.float32, device=self.device())
+        small = [torch.full((_SMALL_POISON_FLOATS,), nan, device=self.device()) for _ in range(_SMALL_POISON_BLOCKS)]
+        del large, small
+
+    def time_calls(self, fn: Callable[[Sequence[Any]], Any], input_sets: Sequence[Sequence[Any]], warmup: int, runs: int) -> list[float]:
+        """Event-timed milliseconds of ``runs`` calls, L2 flushed before each (see :func:`time_rotated`)."""
+        import torch
+
+        if self._flush is None:
+            self._flush = torch.empty(MIN_FLUSH_BYTES, dtype=torch.uint8, device=self.device())
+        return time_rotated(fn, input_sets, warmup, runs, EventTimer(self.api(), self._flush))
+
+
+@register_backend("cuda")
+class CudaBackend(GpuBackend):
+    """CUDA C++ kernels through ``torch.utils.cpp_extension.load_inline(cuda_sources=...)``.
+
+    Builds run nvcc + ninja inside the worker through the content-addressed
+    cache (keyed also by the GPU architecture); the worker that builds is the
+    one pinned to its GPU, and several workers build in parallel.
+
+    Example:
+        >>> from kernelgym.backends import get_backend
+        >>> backend = get_backend("cuda")
+        >>> backend.device_type, backend.address_space_limit_ok
+        ('cuda', False)
+    """
+
+    language = (
+        "CUDA C++ compiled with torch.utils.cpp_extension.load_inline(cpp_sources=..., cuda_sources=..., "
+        "functions=[...]); __global__ kernels launched on at::cuda::getCurrentCUDAStream(); inputs are CUDA tensors"
+    )
+
+    def unavailable_reason(self) -> str | None:
+        """A GPU, PyTorch built with CUDA, nvcc and ninja must all be there."""
+        import torch
+
+        if torch.version.cuda is None:
+            return (
+                f"PyTorch {torch.__version__} was built without CUDA; install a CUDA build of torch, "
+                "or use backend='cpp' (C++ on the CPU) or backend='triton' (Triton's interpreter) here"
+            )
+        if not self.device_available():
+            return "no CUDA GPU is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)"
+        from torch.utils.cpp_extension import CUDA_HOME
+
+        if CUDA_HOME is None or shutil.which("nvcc", path=os.path.join(CUDA_HOME, "bin") + os.pathsep + os.environ.get("PATH", "")) is None:
+            return "nvcc (the CUDA toolkit) was not found; set CUDA_HOME or put nvcc on PATH"
+        if shutil.which("ninja") is None:
+            return "'ninja' was not found on PATH (`pip install ninja`)"
+        return None
+
+    @contextlib.contextmanager
+    def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord]) -> Iterator[None]:
+        """Intercept ``load_inline`` so builds are cached (per GPU architecture) and entry points counted."""
+        with intercept_load_inline(build_root, tracker, log, compilers=("c++", "nvcc"), cuda=True, key_extra=self._arch):
+            yield

@@ -38,7 +38,13 @@ __all__ = ["BuildError", "ensure_pch", "intercept_load_inline", "trim_compiler_l
 CANONICAL_CFLAGS = ("-O3", "-fopenmp")
 CANONICAL_LDFLAGS = ("-fopenmp",)
 _CANONICAL_ACCEPTS = {"-O3", "-O2", "-O1", "-fopenmp", "-std=c++17"}
-_SAFE_FLAG = re.compile(r"^(-O[0-3s]|-f[a-z0-9\-]+|-m[a-z0-9\-=]+|-std=c\+\+[0-9a-z]+|-D[A-Za-z_][A-Za-z0-9_]*(=[\w.\-]*)?|-W[a-z\-]*|-g|--use_fast_math|-lineinfo|--expt-relaxed-constexpr|-arch=sm_[0-9a-z]+|-gencode=[\w,=]+|-l(gomp|m))$")
+_SAFE_FLAG = re.compile(
+    r"^(-O[0-3s]|-f[a-z0-9\-]+|-m[a-z0-9\-=]+|-std=c\+\+[0-9a-z]+|-[DU][A-Za-z_][A-Za-z0-9_]*(=[\w.\-]*)?|-W[a-z\-]*|-g"
+    r"|-lineinfo|-l(gomp|m)"
+    # nvcc: fast math, constexpr/lambda extensions, register caps, ptxas verbosity/optimisation, target architectures
+    r"|--?use_fast_math|--expt-relaxed-constexpr|--extended-lambda|--?maxrregcount=\d+|-res-usage"
+    r"|-Xptxas=(-v|-O[0-3])|--ptxas-options=(-v|-O[0-3])|-arch=sm_[0-9a-z]+|-gencode=[\w,=]+)$"
+)
 
 
 class BuildError(Exception):
@@ -85,7 +91,9 @@ def toolchain_fingerprint(compilers: tuple[str, ...]) -> str:
     for compiler in compilers:
         try:
             out = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-            parts.append(out.strip().splitlines()[0] if out.strip() else compiler)
+            lines = out.strip().splitlines()
+            # nvcc names itself on the first line and its version on a "release" line.
+            parts.append(" ".join([lines[0], *(ln for ln in lines[1:] if "release" in ln)]) if lines else compiler)
         except (OSError, subprocess.SubprocessError):
             parts.append(f"{compiler}:missing")
     return " | ".join(parts)
@@ -214,6 +222,8 @@ def intercept_load_inline(
     cuda: bool,
     pch_dir: Path | None = None,
     extension_module: Any = None,
+    device_kwargs: tuple[str, str] = ("cuda_sources", "extra_cuda_cflags"),
+    key_extra: str = "",
 ) -> Iterator[None]:
     """Route ``load_inline`` through the content-addressed cache while the block runs.
 
@@ -227,6 +237,9 @@ def intercept_load_inline(
             made by :func:`ensure_pch`, used by canonical-flag C++ builds.
         extension_module: the module whose ``load_inline`` is intercepted
             (default ``torch.utils.cpp_extension``; MUSA passes its own loader).
+        device_kwargs: that loader's names for device sources and their flags
+            (``musa_sources``/``extra_musa_cflags`` for torch_musa).
+        key_extra: more cache-key material (the target GPU architectures).
     """
     from torch.utils import cpp_extension
 
@@ -234,6 +247,7 @@ def intercept_load_inline(
     real_load_inline = target.load_inline
     real_load = getattr(target, "load", None)
     fingerprint = toolchain_fingerprint(compilers)
+    sources_kw, flags_kw = device_kwargs
 
     def cached_load_inline(
         name: str,
@@ -244,14 +258,14 @@ def intercept_load_inline(
         extra_cuda_cflags: Sequence[str] | None = None,
         extra_ldflags: Sequence[str] | None = None,
         extra_include_paths: Sequence[str] | None = None,
-        **_ignored: Any,
+        **options: Any,
     ) -> SimpleNamespace:
         cpp = _as_list(cpp_sources)
-        cu = _as_list(cuda_sources)
+        cu = _as_list(cuda_sources if cuda_sources is not None else options.get(sources_kw))
         if cu and not cuda:
-            raise BuildError("cuda_sources given, but this backend compiles C++ for the CPU only")
+            raise BuildError(f"{sources_kw} given, but this backend compiles C++ for the CPU only")
         cflags = _checked_flags(_as_list(extra_cflags))
-        cuda_flags = _checked_flags(_as_list(extra_cuda_cflags))
+        cuda_flags = _checked_flags(_as_list(extra_cuda_cflags if extra_cuda_cflags is not None else options.get(flags_kw)))
         ldflags = _checked_flags(_as_list(extra_ldflags))
         if extra_include_paths:
             raise BuildError("extra_include_paths are not allowed; write the code inline")
@@ -260,7 +274,8 @@ def intercept_load_inline(
             cflags = list(CANONICAL_CFLAGS)
             ldflags = sorted(set(ldflags) | set(CANONICAL_LDFLAGS))
         funcs = functions if isinstance(functions, dict) else _as_list(functions)
-        key_material = json.dumps([cpp, cu, funcs, cflags, cuda_flags, ldflags, fingerprint], sort_keys=True)
+        material = [cpp, cu, funcs, cflags, cuda_flags, ldflags, fingerprint] + ([key_extra] if key_extra else [])
+        key_material = json.dumps(material, sort_keys=True)
         key = hashlib.sha256(key_material.encode()).hexdigest()
         module_name = f"kg_{key[:20]}"
         build_dir = build_root / key[:32]
@@ -274,14 +289,13 @@ def intercept_load_inline(
                     real_load_inline(
                         name=module_name,
                         cpp_sources=cpp,
-                        cuda_sources=cu or None,
                         functions=funcs or None,
                         extra_cflags=cflags,
-                        extra_cuda_cflags=cuda_flags,
                         extra_ldflags=ldflags,
                         extra_include_paths=[str(pch_dir)] if canonical and pch_dir else None,
                         build_directory=str(build_dir),
                         verbose=False,
+                        **({sources_kw: cu, flags_kw: cuda_flags} if cu else {}),
                     )
                 except RuntimeError as exc:
                     raise BuildError("native build failed", log=str(exc)) from None
@@ -295,8 +309,11 @@ def intercept_load_inline(
 
     # torch deletes its own precompiled header on every build that does not use it;
     # that file is outside the sandbox's writable paths and none of our business.
-    real_remove = cpp_extension.remove_extension_h_precompiler_headers
-    cpp_extension.remove_extension_h_precompiler_headers = lambda: None
+    # torch_musa's loader holds its own reference to the same function.
+    removers = {id(m): m for m in (cpp_extension, target) if hasattr(m, "remove_extension_h_precompiler_headers")}
+    real_removers = {key: m.remove_extension_h_precompiler_headers for key, m in removers.items()}
+    for m in removers.values():
+        m.remove_extension_h_precompiler_headers = lambda: None
     target.load_inline = cached_load_inline
     if real_load is not None:
         target.load = refuse_load
@@ -304,6 +321,7 @@ def intercept_load_inline(
         yield
     finally:
         target.load_inline = real_load_inline
-        cpp_extension.remove_extension_h_precompiler_headers = real_remove
+        for key, m in removers.items():
+            m.remove_extension_h_precompiler_headers = real_removers[key]
         if real_load is not None:
             target.load = real_load

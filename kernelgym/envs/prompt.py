@@ -69,7 +69,7 @@ def build_prompt(task: Task, language: str) -> str:
     """
     text = f"""You write custom kernels to replace the PyTorch operators in the given architecture to get speedups.
 
-Target: {language}.
+Target: {language.rstrip('. ')}.
 
 You may replace any or all of the operators, fuse several into one kernel (for example matmul + relu), or change the
 algorithm (for example an online softmax). Here is the reference architecture (task {task.id}):
@@ -89,7 +89,7 @@ Rules (an answer that breaks one scores 0):
 - No streams or threads of your own (std::thread, threading), no timers, no file, network or process access,
   no monkey-patching.
 
-Output the complete new code (imports, kernel sources, the load_inline call and class ModelNew) in one
+Output the complete new code (imports, kernel sources, the code that builds them, and class ModelNew) in one
 ```python code block. Just output the code, no testing code and no other text.
 """
     return sanitize(text)

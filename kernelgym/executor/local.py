@@ -3,6 +3,7 @@
 Holds:
     WorkerHandle: one worker process, spawned fresh (never forked), with per-stage
         wall-clock deadlines; killed with its whole session on timeout or crash.
+    failure_result: the result of a job whose worker failed (also used by the Ray pool).
     LocalExecutor: runs many jobs in parallel over a pool of workers.
 """
 
@@ -30,7 +31,7 @@ from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status
 from kernelgym.verifier.verifier import register_executor
 
-__all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir"]
+__all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result"]
 
 _STARTUP_SECONDS = 900.0  # importing torch and, once per machine, building the precompiled header
 
@@ -43,10 +44,11 @@ def default_cache_dir() -> Path:
 class WorkerHandle:
     """One sandboxed worker process and the protocol to drive it."""
 
-    def __init__(self, backend: str, cache_dir: Path, policy: SandboxPolicy) -> None:
+    def __init__(self, backend: str, cache_dir: Path, policy: SandboxPolicy, device_index: int | None = None) -> None:
         self.backend = backend
         self.cache_dir = cache_dir
         self.policy = policy
+        self.device_index = device_index
         self.process: subprocess.Popen[bytes] | None = None
         self.conn: Connection | None = None
         self.work_dir: Path | None = None
@@ -56,7 +58,8 @@ class WorkerHandle:
         self.work_dir = Path(tempfile.mkdtemp(prefix="kernelgym-worker-"))
         parent, child = socket.socketpair()
         build_root = self.cache_dir / "builds"
-        writable = (str(self.work_dir), str(self.cache_dir), *get_backend(self.backend).writable_paths(build_root))
+        backend = get_backend(self.backend)
+        writable = (str(self.work_dir), str(self.cache_dir), *backend.writable_paths(build_root))
         policy = asdict(self.policy) | {"writable": list(writable)}
         log = open(self.work_dir / "worker.log", "wb")  # noqa: SIM115 (handed to the child)
         try:
@@ -67,7 +70,8 @@ class WorkerHandle:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=scrubbed_environment(self.work_dir, self.cache_dir, self.policy.threads),
+                env=scrubbed_environment(self.work_dir, self.cache_dir, self.policy.threads)
+                | backend.worker_environment(self.device_index),
                 cwd=self.work_dir,
                 start_new_session=True,
             )
@@ -125,7 +129,7 @@ class WorkerHandle:
                 self._start()
         except (RuntimeError, OSError) as exc:
             self.stop()
-            return _failure(job, Status.RUNTIME_ERROR, f"The judge's worker could not start: {exc}", "build")
+            return failure_result(job, Status.RUNTIME_ERROR, f"The judge's worker could not start: {exc}", "build")
         assert self.conn is not None
         self.conn.send(job)
         timeouts = job.config.timeouts
@@ -143,14 +147,18 @@ class WorkerHandle:
                 return result
             elif kind == "timeout":
                 self.stop()
-                return _failure(job, Status.TIMEOUT, f"The {stage} stage exceeded its {budget:.0f} s budget; the worker was killed.", stage)
+                return failure_result(job, Status.TIMEOUT, f"The {stage} stage exceeded its {budget:.0f} s budget; the worker was killed.", stage)
             else:
                 reason = message[1]
                 self.stop()
-                return _failure(job, Status.RUNTIME_ERROR, f"The worker crashed during the {stage} stage: {reason}", stage)
+                return failure_result(job, Status.RUNTIME_ERROR, f"The worker crashed during the {stage} stage: {reason}", stage)
 
 
-def _failure(job: JudgeJob, status: Status, sentence: str, stage: str) -> EvalResult:
+def failure_result(job: JudgeJob, status: Status, sentence: str, stage: str) -> EvalResult:
+    """The result of a job whose worker failed (timeout, crash, lost machine) during ``stage``.
+
+    The job counts as compiled when the failure came after the build stage.
+    """
     compiled = stage in ("check", "time")
     score = job.config.reward.score(status, compiled=compiled, correct=False, speedup=None, timing_meaningful=False)
     return EvalResult(
@@ -173,6 +181,8 @@ class LocalExecutor:
 
     Workers are started lazily, reused across jobs, and replaced after a crash,
     a timeout or a suspicious result. Candidate code never runs in this process.
+    For a GPU backend the default is one worker per visible GPU, each pinned to
+    its own GPU; more workers than GPUs share them round-robin.
 
     Example:
         >>> ex = LocalExecutor(backend="cpp", num_workers=1)
@@ -190,13 +200,17 @@ class LocalExecutor:
         self.backend = backend
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        self.num_workers = num_workers or max(1, min(4, os.cpu_count() or 1))
         backend_obj = get_backend(backend)
+        devices = backend_obj.device_count()
+        self.num_workers = num_workers or devices or max(1, min(4, os.cpu_count() or 1))
         self.policy = SandboxPolicy(
             memory_gb=memory_limit_gb if backend_obj.address_space_limit_ok else None,
             threads=threads_per_worker,
         )
-        self._idle = [WorkerHandle(backend, self.cache_dir, self.policy) for _ in range(self.num_workers)]
+        self._idle = [
+            WorkerHandle(backend, self.cache_dir, self.policy, i % devices if devices else None)
+            for i in range(self.num_workers)
+        ]
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(self.num_workers, thread_name_prefix="kernelgym-worker")
         self._closed = False

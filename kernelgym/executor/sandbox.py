@@ -6,6 +6,7 @@ Holds:
     apply_limits: resource limits via ``setrlimit``.
     restrict_filesystem: Landlock write confinement and TCP denial, where the kernel offers it.
     kill_session: kill every process of a worker's session (fork bombs included).
+    die_with_parent: have the kernel kill this process when its parent dies.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SandboxPolicy", "scrubbed_environment", "apply_limits", "restrict_filesystem", "kill_session"]
+__all__ = ["SandboxPolicy", "scrubbed_environment", "apply_limits", "restrict_filesystem", "kill_session", "die_with_parent"]
 
 _KEEP_ENV = (
     "PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
@@ -85,6 +86,7 @@ def apply_limits(policy: SandboxPolicy) -> None:
 # Landlock (Linux >= 5.13), x86-64/arm64 syscall numbers and uapi constants.
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_PDEATHSIG = 1
 _RULE_PATH_BENEATH = 1
 _FS_WRITE_FILE, _FS_REMOVE_DIR, _FS_REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
 _FS_MAKE = sum(1 << b for b in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
@@ -168,3 +170,14 @@ def kill_session(sid: int, rounds: int = 50) -> None:
             except ProcessLookupError:
                 pass
         time.sleep(0.02)
+
+
+def die_with_parent() -> None:
+    """Have the kernel SIGKILL this process when the thread that started it exits (Linux).
+
+    A worker runs in its own session, so nothing else reaches it when its parent
+    is killed outright (a Ray actor killed by ``ray.kill`` or the OOM killer); a
+    parent that dies while the worker is idle is also noticed by the closed socket.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

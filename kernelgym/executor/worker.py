@@ -18,13 +18,14 @@ import sys
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from kernelgym.executor.sandbox import SandboxPolicy, apply_limits, restrict_filesystem
+from kernelgym.executor.sandbox import SandboxPolicy, apply_limits, die_with_parent, restrict_filesystem
 
 __all__ = ["main"]
 
 
 def main(argv: list[str]) -> int:
     """Run the worker loop; ``argv`` = [fd, work_dir, cache_dir, policy_json, backend]."""
+    die_with_parent()
     fd, work_dir, cache_dir, policy_json, backend_name = int(argv[0]), Path(argv[1]), Path(argv[2]), argv[3], argv[4]
     policy = SandboxPolicy(**{**json.loads(policy_json), "writable": tuple(json.loads(policy_json)["writable"])})
     conn = Connection(socket.socket(fileno=fd).detach())

@@ -94,12 +94,7 @@ def load_task_file(path: str | Path, suite: str = "") -> Task:
         TaskError: the file is missing, misnamed, not Python, or lacks a required definition.
 
     Example:
-        >>> import tempfile, pathlib
-        >>> root = pathlib.Path(tempfile.mkdtemp()) / "level1"
-        >>> root.mkdir()
-        >>> _ = (root / "3_Tanh.py").write_text(
-        ...     "class Model:\\n    pass\\ndef get_inputs():\\n    return []\\ndef get_init_inputs():\\n    return []\\n")
-        >>> load_task_file(root / "3_Tanh.py").id
+        >>> load_task_file(SUITES_DIR / "cpu" / "level1" / "3_Tanh.py").id
         'level1/3_Tanh'
     """
     path = Path(path)

@@ -19,7 +19,7 @@ __all__ = ["FormatError", "extract_program", "MAX_RESPONSE_BYTES"]
 MAX_RESPONSE_BYTES = 1_000_000
 
 # An opening fence: three or more backticks or tildes, then an optional info string.
-_FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)$")
+_FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)$")
 _PYTHON_TAGS = {"python", "py", "python3", "py3", "pytorch", "torch"}
 _MODELNEW_DEF = re.compile(r"^[ \t]*class[ \t]+ModelNew\b", re.MULTILINE)
 _MODELNEW_ANY = re.compile(r"\bModelNew\b")
@@ -100,7 +100,9 @@ def _check_program(code: str) -> None:
             )
         return
     for node in tree.body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom)):
+        if isinstance(
+            node, (ast.Assign, ast.AnnAssign, ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom)
+        ):
             names = _bound_names(node)
             if "ModelNew" in names:
                 raise FormatError(

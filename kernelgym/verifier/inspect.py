@@ -34,6 +34,7 @@ from __future__ import annotations
 import codecs
 import functools
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -84,13 +85,18 @@ RULES: Mapping[str, str] = MappingProxyType(
 
 _MAX_VIOLATIONS = 60
 
+
+def _words(text: str) -> frozenset[str]:
+    """The whitespace-separated words of ``text`` (compact name tables)."""
+    return frozenset(text.split())
+
+
 # --------------------------------------------------------------------------------------------
 # Name tables (Python)
 # --------------------------------------------------------------------------------------------
 
 # Tensor methods (also C++ Tensor methods) that compute; their in-place forms (trailing "_") too.
-COMPUTE_METHODS = frozenset(
-    """
+_COMPUTE_METHODS = _words("""
     abs absolute acos acosh add addbmm addcdiv addcmul addmm addmv addr all allclose amax amin aminmax angle any
     apply argmax argmin argsort asin asinh atan atan2 atanh baddbmm bernoulli bincount bitwise_and bitwise_not
     bitwise_or bitwise_xor bmm cauchy ceil celu cholesky clamp clamp_max clamp_min clip conv1d conv2d conv3d cos
@@ -111,22 +117,18 @@ COMPUTE_METHODS = frozenset(
     __add__ __radd__ __iadd__ __sub__ __rsub__ __isub__ __mul__ __rmul__ __imul__ __matmul__ __rmatmul__
     __truediv__ __rtruediv__ __itruediv__ __floordiv__ __pow__ __rpow__ __neg__ __abs__ __and__ __or__ __xor__
     __lt__ __le__ __gt__ __ge__ __eq__ __ne__ __mod__
-    """.split()
-)
+    """)
 
 # Tensor methods that return a tensor without computing (views, copies, allocation, device moves).
-_TENSOR_RETURNING = frozenset(
-    """
+_TENSOR_RETURNING = _words("""
     contiguous view view_as reshape reshape_as flatten unflatten unsqueeze squeeze permute transpose t expand
     expand_as narrow select as_strided detach to cpu cuda musa xpu float double clone new_empty new_zeros new_ones
     new_full new_empty_strided zero_ fill_ resize_ copy_ chunk split unbind diagonal movedim swapaxes
     requires_grad_ pin_memory type_as
-    """.split()
-)
+    """)
 
 # torch names that may appear in forward (allocation, metadata, device/stream queries, dtypes).
-_TORCH_ALLOWED = frozenset(
-    """
+_TORCH_ALLOWED = _words("""
     torch.empty torch.empty_like torch.empty_strided torch.zeros torch.zeros_like torch.ones torch.ones_like
     torch.full torch.full_like torch.device torch.Size torch.Tensor torch.dtype torch.is_tensor
     torch.is_floating_point torch.is_complex torch.numel torch.get_default_dtype torch.finfo torch.iinfo
@@ -139,47 +141,40 @@ _TORCH_ALLOWED = frozenset(
     torch.int8 torch.int16 torch.short torch.int32 torch.int torch.int64 torch.long torch.uint8 torch.uint16
     torch.uint32 torch.uint64 torch.bool torch.complex64 torch.cfloat torch.complex128 torch.cdouble
     torch.__version__ torch.version
-    """.split()
-) | frozenset(
+    """) | frozenset(
     f"torch.{dev}.{name}"
     for dev in ("cuda", "musa", "xpu", "mps", "cpu")
-    for name in (
+    for name in _words(
         "current_device current_stream default_stream is_available device_count get_device_properties "
         "get_device_capability get_device_name synchronize device set_device is_initialized init"
-    ).split()
+    )
 )
 
 # Names that are modules: referencing them alone is not compute.
-_MODULE_NAMES = frozenset(
-    """
+_MODULE_NAMES = _words("""
     torch torch.nn torch.nn.functional torch.cuda torch.musa torch.utils torch.utils.cpp_extension torch.autograd
     torch.backends torch.library torch.ops torch.nn.init torch.version triton triton.language numpy math
-    """.split()
-)
+    """)
 
-_NUMPY_CONSTANTS = frozenset(
+_NUMPY_CONSTANTS = _words(
     "numpy.float32 numpy.float64 numpy.int32 numpy.int64 numpy.int8 numpy.uint8 numpy.bool_ numpy.dtype "
-    "numpy.ndarray numpy.pi numpy.e numpy.inf".split()
+    "numpy.ndarray numpy.pi numpy.e numpy.inf"
 )
 
-_HALF_NAMES = frozenset(
-    """
+_HALF_NAMES = _words("""
     torch.float16 torch.half torch.bfloat16 torch.float8_e4m3fn torch.float8_e5m2 torch.float8_e4m3fnuz
     torch.float8_e5m2fnuz torch.complex32 torch.chalf numpy.float16 numpy.half triton.language.float16
     triton.language.bfloat16 triton.language.float8e4nv triton.language.float8e5 triton.language.float8e4b15
-    """.split()
-)
+    """)
 
-_ALLOWED_IMPORTS = frozenset(
-    """
+_ALLOWED_IMPORTS = _words("""
     torch torch.nn torch.nn.functional torch.utils torch.utils.cpp_extension torch.utils.dlpack torch.autograd
     torch.cuda torch.musa torch.nn.init torch.nn.parameter torch.types torch.library
     triton triton.language triton.runtime triton.language.extra triton.language.extra.libdevice
     math cmath typing typing_extensions __future__ functools itertools dataclasses collections collections.abc
     numbers operator enum abc os os.path sys warnings numpy contextlib textwrap string re hashlib time random
     weakref copy types gc logging json struct array bisect heapq statistics fractions decimal
-    """.split()
-)
+    """)
 
 # Module roots whose import (and use) a dedicated rule names.
 _MODULE_RULES: dict[str, str] = {
@@ -189,21 +184,63 @@ _MODULE_RULES: dict[str, str] = {
     ),
     **dict.fromkeys(
         (
-            "socket", "ssl", "urllib", "urllib2", "urllib3", "requests", "http", "httpx", "aiohttp", "ftplib",
-            "smtplib", "telnetlib", "xmlrpc", "websocket", "websockets", "paramiko", "poplib", "imaplib",
+            "socket",
+            "ssl",
+            "urllib",
+            "urllib2",
+            "urllib3",
+            "requests",
+            "http",
+            "httpx",
+            "aiohttp",
+            "ftplib",
+            "smtplib",
+            "telnetlib",
+            "xmlrpc",
+            "websocket",
+            "websockets",
+            "paramiko",
+            "poplib",
+            "imaplib",
         ),
         "network",
     ),
     **dict.fromkeys(("subprocess", "pty", "pexpect", "sh", "plumbum", "signal"), "subprocess"),
     **dict.fromkeys(
         (
-            "pickle", "cPickle", "_pickle", "dill", "cloudpickle", "joblib", "shelve", "marshal", "io", "pathlib",
-            "shutil", "tempfile", "glob", "mmap", "sqlite3", "h5py", "fileinput", "zipfile", "tarfile", "gzip",
-            "bz2", "lzma", "csv", "linecache", "posix", "fcntl", "safetensors",
+            "pickle",
+            "cPickle",
+            "_pickle",
+            "dill",
+            "cloudpickle",
+            "joblib",
+            "shelve",
+            "marshal",
+            "io",
+            "pathlib",
+            "shutil",
+            "tempfile",
+            "glob",
+            "mmap",
+            "sqlite3",
+            "h5py",
+            "fileinput",
+            "zipfile",
+            "tarfile",
+            "gzip",
+            "bz2",
+            "lzma",
+            "csv",
+            "linecache",
+            "posix",
+            "fcntl",
+            "safetensors",
         ),
         "file-access",
     ),
-    **dict.fromkeys(("inspect", "traceback", "__main__", "builtins", "faulthandler", "tracemalloc"), "harness-introspection"),
+    **dict.fromkeys(
+        ("inspect", "traceback", "__main__", "builtins", "faulthandler", "tracemalloc"), "harness-introspection"
+    ),
     **dict.fromkeys(("importlib", "runpy", "code", "codeop", "pkgutil", "zipimport"), "dynamic-code"),
     **dict.fromkeys(
         ("torch._dynamo", "torch._inductor", "torch.jit", "torch.export", "torch.fx", "torch.compiler"),
@@ -216,29 +253,65 @@ _MODULE_RULES: dict[str, str] = {
 _NAME_RULES: dict[str, str] = {
     **dict.fromkeys(
         (
-            "torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.ExternalStream", "torch.cuda.set_stream",
-            "torch.cuda.StreamContext", "torch.Stream", "torch.musa.Stream", "torch.musa.stream", "torch.xpu.Stream",
-            "torch.cuda.streams.", "cupy.cuda.Stream", "cupy.cuda.stream",
+            "torch.cuda.Stream",
+            "torch.cuda.stream",
+            "torch.cuda.ExternalStream",
+            "torch.cuda.set_stream",
+            "torch.cuda.StreamContext",
+            "torch.Stream",
+            "torch.musa.Stream",
+            "torch.musa.stream",
+            "torch.xpu.Stream",
+            "torch.cuda.streams.",
+            "cupy.cuda.Stream",
+            "cupy.cuda.stream",
         ),
         "extra-stream",
     ),
     **dict.fromkeys(
         (
-            "torch.set_num_threads", "torch.set_num_interop_threads", "torch.set_float32_matmul_precision",
-            "torch.set_flush_denormal", "torch.use_deterministic_algorithms", "torch.set_default_dtype",
-            "torch.set_default_device", "torch.set_default_tensor_type", "torch.set_grad_enabled",
-            "torch.autograd.set_grad_enabled", "torch.manual_seed", "torch.seed", "torch.random.",
-            "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.set_rng_state", "torch.cuda.set_rng_state",
-            "torch.cuda.set_per_process_memory_fraction", "torch.cuda.set_sync_debug_mode", "torch.cuda.memory.",
-            "torch.cuda.empty_cache", "numpy.random.seed", "random.seed", "torch.backends.cudnn.flags", "torch.backends.cuda.sdp_kernel", "torch.set_printoptions",
+            "torch.set_num_threads",
+            "torch.set_num_interop_threads",
+            "torch.set_float32_matmul_precision",
+            "torch.set_flush_denormal",
+            "torch.use_deterministic_algorithms",
+            "torch.set_default_dtype",
+            "torch.set_default_device",
+            "torch.set_default_tensor_type",
+            "torch.set_grad_enabled",
+            "torch.autograd.set_grad_enabled",
+            "torch.manual_seed",
+            "torch.seed",
+            "torch.random.",
+            "torch.cuda.manual_seed",
+            "torch.cuda.manual_seed_all",
+            "torch.set_rng_state",
+            "torch.cuda.set_rng_state",
+            "torch.cuda.set_per_process_memory_fraction",
+            "torch.cuda.set_sync_debug_mode",
+            "torch.cuda.memory.",
+            "torch.cuda.empty_cache",
+            "numpy.random.seed",
+            "random.seed",
+            "torch.backends.cudnn.flags",
+            "torch.backends.cuda.sdp_kernel",
+            "torch.set_printoptions",
         ),
         "global-flags",
     ),
     **dict.fromkeys(
         (
-            "torch.compile", "torch.jit.", "torch.cuda.graph", "torch.cuda.graphs.", "torch.cuda.CUDAGraph",
-            "torch.cuda.make_graphed_callables", "torch.export.", "torch._dynamo.", "torch._inductor.",
-            "torch.compiler.", "torch.fx.",
+            "torch.compile",
+            "torch.jit.",
+            "torch.cuda.graph",
+            "torch.cuda.graphs.",
+            "torch.cuda.CUDAGraph",
+            "torch.cuda.make_graphed_callables",
+            "torch.export.",
+            "torch._dynamo.",
+            "torch._inductor.",
+            "torch.compiler.",
+            "torch.fx.",
         ),
         "torch-compiler",
     ),
@@ -248,84 +321,161 @@ _NAME_RULES: dict[str, str] = {
     ),
     **dict.fromkeys(
         (
-            "builtins.open", "torch.load", "torch.save", "torch.from_file", "torch.ops.load_library",
-            "torch.classes.load_library", "torch.hub.", "numpy.load", "numpy.save", "numpy.savez",
-            "numpy.savez_compressed", "numpy.fromfile", "numpy.memmap", "numpy.loadtxt", "numpy.savetxt",
-            "numpy.genfromtxt", "numpy.lib.format.", "torch.utils.data.", "torch.storage.",
+            "builtins.open",
+            "torch.load",
+            "torch.save",
+            "torch.from_file",
+            "torch.ops.load_library",
+            "torch.classes.load_library",
+            "torch.hub.",
+            "numpy.load",
+            "numpy.save",
+            "numpy.savez",
+            "numpy.savez_compressed",
+            "numpy.fromfile",
+            "numpy.memmap",
+            "numpy.loadtxt",
+            "numpy.savetxt",
+            "numpy.genfromtxt",
+            "numpy.lib.format.",
+            "torch.utils.data.",
+            "torch.storage.",
             "torch.UntypedStorage.from_file",
         ),
         "file-access",
     ),
     **dict.fromkeys(
         (
-            "os.system", "os.popen", "os.execl", "os.execle", "os.execlp", "os.execlpe", "os.execv", "os.execve",
-            "os.execvp", "os.execvpe", "os.spawnl", "os.spawnle", "os.spawnlp", "os.spawnlpe", "os.spawnv",
-            "os.spawnve", "os.spawnvp", "os.spawnvpe", "os.posix_spawn", "os.posix_spawnp", "os.startfile",
-            "os.kill", "os.killpg",
+            "os.system",
+            "os.popen",
+            "os.execl",
+            "os.execle",
+            "os.execlp",
+            "os.execlpe",
+            "os.execv",
+            "os.execve",
+            "os.execvp",
+            "os.execvpe",
+            "os.spawnl",
+            "os.spawnle",
+            "os.spawnlp",
+            "os.spawnlpe",
+            "os.spawnv",
+            "os.spawnve",
+            "os.spawnvp",
+            "os.spawnvpe",
+            "os.posix_spawn",
+            "os.posix_spawnp",
+            "os.startfile",
+            "os.kill",
+            "os.killpg",
         ),
         "subprocess",
     ),
     **dict.fromkeys(("os.fork", "os.forkpty", "os.register_at_fork", "torch.futures."), "threading"),
     **dict.fromkeys(
         (
-            "sys._getframe", "sys._current_frames", "sys.modules", "sys.settrace", "sys.setprofile", "sys.gettrace",
-            "sys.getprofile", "sys.addaudithook", "sys.meta_path", "sys.path_hooks", "gc.get_objects",
-            "gc.get_referrers", "gc.get_referents", "gc.callbacks", "builtins.__build_class__",
+            "sys._getframe",
+            "sys._current_frames",
+            "sys.modules",
+            "sys.settrace",
+            "sys.setprofile",
+            "sys.gettrace",
+            "sys.getprofile",
+            "sys.addaudithook",
+            "sys.meta_path",
+            "sys.path_hooks",
+            "gc.get_objects",
+            "gc.get_referrers",
+            "gc.get_referents",
+            "gc.callbacks",
+            "builtins.__build_class__",
         ),
         "harness-introspection",
     ),
     **dict.fromkeys(
         (
-            "builtins.eval", "builtins.exec", "builtins.compile", "builtins.__import__", "builtins.globals",
-            "builtins.locals", "builtins.vars", "builtins.breakpoint",
+            "builtins.eval",
+            "builtins.exec",
+            "builtins.compile",
+            "builtins.__import__",
+            "builtins.globals",
+            "builtins.locals",
+            "builtins.vars",
+            "builtins.breakpoint",
         ),
         "dynamic-code",
     ),
     **dict.fromkeys(
         (
-            "torch.Tensor._make_subclass", "torch.Tensor._make_wrapper_subclass", "torch.Tensor.as_subclass",
-            "torch._C._TensorBase", "torch._C.TensorBase", "torch.Tensor.__torch_function__",
+            "torch.Tensor._make_subclass",
+            "torch.Tensor._make_wrapper_subclass",
+            "torch.Tensor.as_subclass",
+            "torch._C._TensorBase",
+            "torch._C.TensorBase",
+            "torch.Tensor.__torch_function__",
         ),
         "tensor-subclass",
     ),
 }
 
-_ENV_WRITERS = frozenset(("os.environ.update", "os.environ.setdefault", "os.environ.pop", "os.environ.clear",
-                          "os.putenv", "os.unsetenv", "os.environ.popitem"))
+_ENV_WRITERS = frozenset(
+    (
+        "os.environ.update",
+        "os.environ.setdefault",
+        "os.environ.pop",
+        "os.environ.clear",
+        "os.putenv",
+        "os.unsetenv",
+        "os.environ.popitem",
+    )
+)
 # Environment variables an answer may set: they only steer its own extension build.
 _BUILD_ENV = frozenset(("TORCH_CUDA_ARCH_LIST", "MAX_JOBS"))
-_OS_ALLOWED = frozenset(
+_OS_ALLOWED = _words(
     "os os.environ os.environ.get os.getenv os.path os.cpu_count os.sep os.linesep os.name os.getpid os.putenv "
-    "os.unsetenv".split()
+    "os.unsetenv"
 )
 
-_BUILTINS = frozenset(
-    """
+_BUILTINS = _words("""
     open eval exec compile __import__ globals locals vars breakpoint getattr setattr delattr id hash print len
     range isinstance issubclass super type object int float bool str list dict tuple set frozenset min max sum
     abs pow round divmod map filter zip enumerate sorted reversed any all iter next callable repr format hasattr
     staticmethod classmethod property slice memoryview bytes bytearray input help dir
-    """.split()
-)
+    """)
 
 _ENTRY_METHODS = ("forward", "__call__", "_call_impl", "__getattr__", "__getattribute__", "_wrapped_call_impl")
-_HOOK_METHODS = frozenset(
+_HOOK_METHODS = _words(
     "register_forward_hook register_forward_pre_hook register_full_backward_hook register_backward_hook "
-    "register_full_backward_pre_hook register_module_forward_hook register_module_forward_pre_hook".split()
+    "register_full_backward_pre_hook register_module_forward_hook register_module_forward_pre_hook"
 )
-_JIT_DECORATORS = frozenset(
+_JIT_DECORATORS = _words(
     "triton.jit triton.autotune triton.heuristics triton.language.jit triton.runtime.jit.jit "
-    "triton.runtime.autotuner.autotune".split()
+    "triton.runtime.autotuner.autotune"
+)
+_WRAPPERS = frozenset(
+    (
+        "functools.partial",
+        "builtins.staticmethod",
+        "builtins.classmethod",
+        "functools.wraps",
+        "functools.lru_cache",
+        "functools.cache",
+    )
 )
 _LOADERS = frozenset(("torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load"))
-_ARITH_OPS = frozenset("+ - * / // % ** @ & | ^ << >>".split())
-_COMPARE_OPS = frozenset("< > <= >= == !=".split())
-_LIBRARY_FLAGS = re.compile(r"^-l(cublas|cublasLt|cudnn|mkl\w*|openblas|blas|cblas|dnnl|mkldnn|lapack\w*|cusparse|cufft)$")
-_PATH_LITERAL = re.compile(r"/dev/shm|/proc/|/sys/|/tmp/|\.pt\b|\.pkl\b|\.npy\b")
+_ARITH_OPS = _words("+ - * / // % ** @ & | ^ << >>")
+_COMPARE_OPS = _words("< > <= >= == !=")
+_LIBRARY_FLAGS = re.compile(
+    r"^-l(cublas|cublasLt|cudnn|mkl\w*|openblas|blas|cblas|dnnl|mkldnn|lapack\w*|cusparse|cufft)$"
+)
+_PATH_LITERAL = re.compile(r"/dev/shm|/proc/|/sys/|\.(?:pt|pth|pkl|pickle|npy|npz|safetensors)\b")
 
 
 def _rule_for_name(name: str) -> str | None:
     """The whole-program rule a dotted name triggers wherever it appears (``None``: none)."""
+    if name in _TORCH_ALLOWED:
+        return None
     rule = _NAME_RULES.get(name)
     if rule is not None:
         return rule
@@ -338,8 +488,9 @@ def _rule_for_name(name: str) -> str | None:
     for module, module_rule in _MODULE_RULES.items():
         if name == module or name.startswith(module + "."):
             return module_rule
-    if name.startswith("torch.backends.") and name.endswith(("allow_tf32", "allow_fp16_reduced_precision_reduction",
-                                                             "allow_bf16_reduced_precision_reduction")):
+    if name.startswith("torch.backends.") and name.endswith(
+        ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction")
+    ):
         return "global-flags"
     if name in _HALF_NAMES:
         return "precision-downgrade"
@@ -352,6 +503,11 @@ def _rule_for_name(name: str) -> str | None:
     return None
 
 
+_ATEN_NAMESPACES = frozenset(
+    ("aten", "prims", "quantized", "_quantized", "mkldnn", "quantized_decomposed", "higher_order", "_c10d_functional")
+)
+
+
 def _compute_name(name: str) -> bool:
     """Whether referencing the dotted ``name`` inside forward means computing with PyTorch/NumPy."""
     if name in _MODULE_NAMES or name in _TORCH_ALLOWED:
@@ -359,10 +515,8 @@ def _compute_name(name: str) -> bool:
     if name.startswith("torch."):
         parts = name.split(".")
         if parts[1] == "ops" and len(parts) >= 3:
-            return parts[2] in {"aten", "prims", "quantized", "_quantized", "mkldnn", "quantized_decomposed", "higher_order", "_c10d_functional"}
-        if parts[1] == "version" or parts[1] == "backends" and len(parts) > 2:
-            return False
-        return True
+            return parts[2] in _ATEN_NAMESPACES
+        return parts[1] not in ("version", "backends")
     if name.startswith("numpy."):
         return name not in _NUMPY_CONSTANTS
     return False
@@ -373,10 +527,22 @@ def _compute_name(name: str) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
-def _parser(language: str) -> tree_sitter.Parser:
+@functools.cache
+def _language(language: str) -> tree_sitter.Language:
     grammar = tree_sitter_python if language == "python" else tree_sitter_cpp
-    return tree_sitter.Parser(tree_sitter.Language(grammar.language()))
+    return tree_sitter.Language(grammar.language())
+
+
+_PARSERS = threading.local()
+
+
+def _parser(language: str) -> tree_sitter.Parser:
+    """A parser for ``language`` owned by the calling thread (parsers are not thread-safe)."""
+    parser = getattr(_PARSERS, language, None)
+    if parser is None:
+        parser = tree_sitter.Parser(_language(language))
+        setattr(_PARSERS, language, parser)
+    return parser
 
 
 def _walk(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
@@ -527,8 +693,9 @@ class _ClassInfo:
     attributes: dict[str, tree_sitter.Node]
 
 
-_REFERENCE_SKIP_PARENTS = frozenset(("import_statement", "import_from_statement", "global_statement", "nonlocal_statement"))
-_DOCSTRING_OWNERS = frozenset(("module", "block"))
+_REFERENCE_SKIP_PARENTS = frozenset(
+    ("import_statement", "import_from_statement", "global_statement", "nonlocal_statement")
+)
 
 
 class _PyProgram:
@@ -559,6 +726,9 @@ class _PyProgram:
         self.docstrings: set[tuple[int, int, str]] = set()
         self._memo: dict[tuple[int, int, str], frozenset[str]] = {}
         self._depth = 0
+        self._returns: dict[int, list[tree_sitter.Node]] = {}
+        self._loader_calls: list[tree_sitter.Node] | None = None
+        self.calls = [node for node, _ in self.nodes if node.type == "call"]
         self._collect()
         self._resolve_aliases()
 
@@ -594,11 +764,7 @@ class _PyProgram:
                     skip.add(obj.id)
                 if attr is not None:
                     skip.add(attr.id)
-            elif kind in ("function_definition", "class_definition"):
-                name = _field(node, "name")
-                if name is not None:
-                    skip.add(name.id)
-            elif kind == "keyword_argument":
+            elif kind in ("function_definition", "class_definition", "keyword_argument"):
                 name = _field(node, "name")
                 if name is not None:
                     skip.add(name.id)
@@ -606,14 +772,22 @@ class _PyProgram:
                 for child in children:
                     if child.type == "identifier":
                         skip.add(child.id)
-            elif kind in ("typed_parameter", "default_parameter", "typed_default_parameter",
-                          "list_splat_pattern", "dictionary_splat_pattern"):
+            elif kind in (
+                "typed_parameter",
+                "default_parameter",
+                "typed_default_parameter",
+                "list_splat_pattern",
+                "dictionary_splat_pattern",
+            ):
                 name = _field(node, "name")
                 if name is not None:
                     skip.add(name.id)
                 for child in children:
-                    if child.type == "identifier" and kind in ("typed_parameter", "list_splat_pattern",
-                                                               "dictionary_splat_pattern"):
+                    if child.type == "identifier" and kind in (
+                        "typed_parameter",
+                        "list_splat_pattern",
+                        "dictionary_splat_pattern",
+                    ):
                         skip.add(child.id)
             for child in reversed(children):
                 stack.append((child, child.id in skip))
@@ -678,8 +852,16 @@ class _PyProgram:
                     yield definition
             elif node.type in ("function_definition", "class_definition"):
                 yield node
-            elif node.type in ("if_statement", "try_statement", "else_clause", "elif_clause", "except_clause",
-                               "finally_clause", "block", "with_statement"):
+            elif node.type in (
+                "if_statement",
+                "try_statement",
+                "else_clause",
+                "elif_clause",
+                "except_clause",
+                "finally_clause",
+                "block",
+                "with_statement",
+            ):
                 stack.extend(reversed(node.named_children))
 
     def _decorators(self, definition: tree_sitter.Node) -> list[tree_sitter.Node]:
@@ -813,11 +995,13 @@ class _PyProgram:
         self._memo.clear()
 
     def _returns_extension(self, definition: tree_sitter.Node) -> bool:
-        for node in _walk(definition):
-            if node.type == "return_statement" and node.named_children:
-                if "<ext>" in self.resolve(node.named_children[0]):
-                    return True
-        return False
+        returns = self._returns.get(definition.id)
+        if returns is None:
+            returns = [
+                n.named_children[0] for n in _walk(definition) if n.type == "return_statement" and n.named_children
+            ]
+            self._returns[definition.id] = returns
+        return any("<ext>" in self.resolve(value) for value in returns)
 
     def const_str(self, node: tree_sitter.Node | None, depth: int = 0) -> str | None:
         """The value of a constant string expression (literals, ``+``, ``join``, ``[::-1]``, names bound once)."""
@@ -936,7 +1120,7 @@ class _PyProgram:
             elif base.startswith(("<class>", "<inst>")):
                 out.add("<method>" + base.split(">", 1)[1] + "." + attr)
             elif base.startswith("<xinst>"):
-                out.add("<xattr>" + base[len("<xinst>"):] + "." + attr)
+                out.add("<xattr>" + base[len("<xinst>") :] + "." + attr)
             elif not base.startswith("<"):
                 dotted = base + "." + attr
                 out.add(dotted)
@@ -960,18 +1144,14 @@ class _PyProgram:
             elif target in ("builtins.__import__", "importlib.import_module"):
                 name = self.const_str(positional[0]) if positional else None
                 out.add(name if name else "<dyn>")
-            elif target.startswith("<func>") and target[len("<func>"):] in self.ext_functions:
+            elif target.startswith("<func>") and target[len("<func>") :] in self.ext_functions:
                 out.add("<ext>")
             elif target.startswith("<class>"):
-                out.add("<inst>" + target[len("<class>"):])
+                out.add("<inst>" + target[len("<class>") :])
             elif target in _JIT_DECORATORS:
                 out.add("<jit>")
-            elif target in ("functools.partial", "builtins.staticmethod", "builtins.classmethod", "functools.wraps"):
-                if positional:
-                    out |= self.resolve(positional[0])
-            elif target in ("functools.lru_cache", "functools.cache"):
-                if positional:
-                    out |= self.resolve(positional[0])
+            elif target in _WRAPPERS and positional:
+                out |= self.resolve(positional[0])
             elif not target.startswith("<") and target.rsplit(".", 1)[-1][:1].isupper():
                 out.add("<xinst>" + target)
         return out
@@ -989,7 +1169,7 @@ class _PyProgram:
                 continue
             order.append(info)
             for base in info.bases:
-                stack.extend(t[len("<class>"):] for t in self.resolve(base) if t.startswith("<class>"))
+                stack.extend(t[len("<class>") :] for t in self.resolve(base) if t.startswith("<class>"))
         return order
 
     def method(self, class_name: str, name: str) -> tree_sitter.Node | None:
@@ -1004,10 +1184,11 @@ class _PyProgram:
                 return info.name
         return None
 
-    def loader_calls(self) -> Iterator[tree_sitter.Node]:
-        for node, _ in self.nodes:
-            if node.type == "call" and self.resolve(_field(node, "function")) & _LOADERS:
-                yield node
+    def loader_calls(self) -> list[tree_sitter.Node]:
+        """Calls of ``load_inline``/``load`` (however they are named)."""
+        if self._loader_calls is None:
+            self._loader_calls = [node for node in self.calls if self.resolve(_field(node, "function")) & _LOADERS]
+        return self._loader_calls
 
 
 # --------------------------------------------------------------------------------------------
@@ -1066,34 +1247,56 @@ class _Findings:
 # Python: rules over the whole program
 # --------------------------------------------------------------------------------------------
 
-_INTROSPECTION_ATTRS = frozenset(
+_INTROSPECTION_ATTRS = _words(
     "f_back f_globals f_locals f_code f_builtins tb_frame gi_frame cr_frame ag_frame __globals__ __closure__ "
-    "__subclasses__ __code__".split()
+    "__subclasses__ __code__"
 )
-_LITERALS = frozenset(("string", "concatenated_string", "list", "dictionary", "set", "tuple", "integer", "float",
-                       "true", "false", "none", "list_comprehension", "dictionary_comprehension"))
-_TORCH_ALLOC = frozenset(
+_LITERALS = frozenset(
+    (
+        "string",
+        "concatenated_string",
+        "list",
+        "dictionary",
+        "set",
+        "tuple",
+        "integer",
+        "float",
+        "true",
+        "false",
+        "none",
+        "list_comprehension",
+        "dictionary_comprehension",
+    )
+)
+_TORCH_ALLOC = _words(
     "torch.empty torch.empty_like torch.empty_strided torch.zeros torch.zeros_like torch.ones torch.ones_like "
-    "torch.full torch.full_like torch.as_strided torch.from_dlpack torch.utils.dlpack.from_dlpack".split()
+    "torch.full torch.full_like torch.as_strided torch.from_dlpack torch.utils.dlpack.from_dlpack"
 )
 _TENSOR_CLASSES = frozenset(("torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.Tensor"))
-_META_METHODS = frozenset(
-    """
+_META_METHODS = _words("""
     size dim ndimension numel nelement stride dtype device is_contiguous data_ptr element_size item is_cuda get
     append extend pop keys values items format join replace startswith endswith setdefault update copy
     register_buffer register_parameter parameters named_parameters buffers modules children train eval
     get_device storage_offset untyped_storage is_floating_point is_complex cuda_stream dim_order
-    """.split()
-)
+    """)
 _SCALAR_ANNOTATIONS = frozenset(("int", "float", "bool", "str", "tuple", "list", "dict", "None"))
+_OPERATOR_NON_COMPUTE = frozenset(
+    ("operator.attrgetter", "operator.itemgetter", "operator.methodcaller", "operator.index", "operator.length_hint")
+)
 _CACHE_METHODS = frozenset(("get", "setdefault", "pop", "__getitem__", "__contains__", "__setitem__", "add"))
 
 
 class _PythonRules:
     """Runs every Python rule of a parsed program into a :class:`_Findings`."""
 
-    def __init__(self, program: _PyProgram, backend: str, half_ok: bool, native_keys: set[tuple[int, int, str]],
-                 findings: _Findings) -> None:
+    def __init__(
+        self,
+        program: _PyProgram,
+        backend: str,
+        half_ok: bool,
+        native_keys: set[tuple[int, int, str]],
+        findings: _Findings,
+    ) -> None:
         self.p = program
         self.backend = backend
         self.half_ok = half_ok
@@ -1122,8 +1325,11 @@ class _PythonRules:
     def _imports(self) -> None:
         for module, node in self.p.import_sites:
             if module.endswith(".*"):
-                self.add("forbidden-import", node, f"`from {module[:-2]} import *` hides where names come from; "
-                         "import the names you use explicitly.")
+                self.add(
+                    "forbidden-import",
+                    node,
+                    f"`from {module[:-2]} import *` hides where names come from; import the names you use explicitly.",
+                )
                 continue
             if module.startswith("."):
                 self.add("forbidden-import", node, "relative imports are not available; the answer is one file.")
@@ -1160,16 +1366,21 @@ class _PythonRules:
                 for target in node.named_children:
                     for item in target.named_children if target.type in ("expression_list", "tuple") else [target]:
                         self._assignment_target(item)
-            elif kind in ("string", "concatenated_string") and (node.parent is None
-                                                                 or node.parent.type != "concatenated_string"):
+            elif kind in ("string", "concatenated_string") and (
+                node.parent is None or node.parent.type != "concatenated_string"
+            ):
                 self._string_anywhere(node)
 
     def _reference_anywhere(self, node: tree_sitter.Node) -> None:
         text = _text(node)
         if node.type == "identifier":
             if text == "Model" and not self._is_class_base(node):
-                self.add("uses-reference-model", node, "The answer must not use the reference `Model` (no instance, "
-                         "call or reference); implement ModelNew's computation in your own kernel.")
+                self.add(
+                    "uses-reference-model",
+                    node,
+                    "The answer must not use the reference `Model` (no instance, "
+                    "call or reference); implement ModelNew's computation in your own kernel.",
+                )
             if text == "__builtins__":
                 self.add("harness-introspection", node, _message("harness-introspection", text))
         for target in self.p.resolve(node):
@@ -1182,8 +1393,12 @@ class _PythonRules:
     @staticmethod
     def _is_class_base(node: tree_sitter.Node) -> bool:
         parent = node.parent
-        return parent is not None and parent.type == "argument_list" and parent.parent is not None \
+        return (
+            parent is not None
+            and parent.type == "argument_list"
+            and parent.parent is not None
             and parent.parent.type == "class_definition"
+        )
 
     def _call_anywhere(self, node: tree_sitter.Node) -> None:
         function = _field(node, "function")
@@ -1193,11 +1408,20 @@ class _PythonRules:
         targets = self.p.resolve(function)
         fname = _text(function)
         if function is not None and function.type == "identifier" and fname in ("get_inputs", "get_init_inputs"):
-            self.add("uses-task-inputs", node, f"`{fname}()` must not be called by the answer (it would precompute "
-                     "results from the harness's inputs); compute from the arguments forward receives.")
+            self.add(
+                "uses-task-inputs",
+                node,
+                f"`{fname}()` must not be called by the answer (it would precompute "
+                "results from the harness's inputs); compute from the arguments forward receives.",
+            )
         for target in targets:
-            if target in ("builtins.setattr", "builtins.delattr", "builtins.object.__setattr__",
-                          "builtins.type.__setattr__", "builtins.object.__delattr__"):
+            if target in (
+                "builtins.setattr",
+                "builtins.delattr",
+                "builtins.object.__setattr__",
+                "builtins.type.__setattr__",
+                "builtins.object.__delattr__",
+            ):
                 for base in self.p.resolve(positional[0]) if positional else ():
                     if not base.startswith("<"):
                         name = self.p.const_str(positional[1]) if len(positional) > 1 else None
@@ -1213,21 +1437,29 @@ class _PythonRules:
                     self.add("global-flags", node, _message("global-flags", fname))
             elif target.startswith("torch.library."):
                 if any((self.p.const_str(a) or "").startswith(("aten", "prims")) for a in _walk_args(arg_nodes)):
-                    self.add("monkey-patching", node, "Re-registering ATen/prims operators changes what the "
-                             "reference computes; register your own namespace or call your extension directly.")
+                    self.add(
+                        "monkey-patching",
+                        node,
+                        "Re-registering ATen/prims operators changes what the "
+                        "reference computes; register your own namespace or call your extension directly.",
+                    )
             elif target in _LOADERS:
                 for arg in _walk_args(arg_nodes):
                     flag = self.p.const_str(arg)
                     if flag is not None and _LIBRARY_FLAGS.match(flag.strip()):
-                        self.add("native-library", arg, f"linking `{flag.strip()}` pulls in a vendor library; "
-                                 "write the computation in your own kernel.")
+                        self.add(
+                            "native-library",
+                            arg,
+                            f"linking `{flag.strip()}` pulls in a vendor library; "
+                            "write the computation in your own kernel.",
+                        )
         if function is not None and function.type == "attribute":
             method = _text(_field(function, "attribute"))
             receiver = _field(function, "object")
-            if method in ("half", "bfloat16") and not any(
-                not t.startswith("<") for t in self.p.resolve(receiver)
-            ):
+            if method in ("half", "bfloat16") and not any(not t.startswith("<") for t in self.p.resolve(receiver)):
                 self.add("precision-downgrade", node, _message("precision-downgrade", f".{method}()"))
+            if method in ("as_subclass", "_make_subclass", "_make_wrapper_subclass"):
+                self.add("tensor-subclass", node, _message("tensor-subclass", f".{method}()"))
             if method in _HOOK_METHODS and positional:
                 self.hook_seeds.append(positional[0])
         for arg in arg_nodes:
@@ -1238,7 +1470,14 @@ class _PythonRules:
             if key in ("allow_tf32", "allow_fp16_reduced_precision_reduction") and _text(value) == "True":
                 self.add("precision-downgrade", arg, _message("precision-downgrade", f"{key}=True"))
             elif key in ("input_precision", "dtype", "out_dtype") and (self.p.const_str(value) or "").lower() in (
-                "tf32", "tf32x3", "bf16x3", "float16", "half", "bfloat16", "fp16", "bf16"
+                "tf32",
+                "tf32x3",
+                "bf16x3",
+                "float16",
+                "half",
+                "bfloat16",
+                "fp16",
+                "bf16",
             ):
                 self.add("precision-downgrade", arg, _message("precision-downgrade", _text(arg)))
 
@@ -1276,7 +1515,7 @@ class _PythonRules:
             value = _text(node)
         if "LD_PRELOAD" in value:
             self.add("monkey-patching", node, "LD_PRELOAD interposes library functions; remove it.")
-        match = re.search(r"/dev/shm|/proc/|/sys/|\.(?:pt|pth|pkl|pickle|npy|npz|safetensors)\b", value)
+        match = _PATH_LITERAL.search(value)
         if match and len(value) < 500 and not _CPP_HINT.search(value):
             self.add("file-access", node, _message("file-access", value.strip()[:60]))
 
@@ -1294,8 +1533,12 @@ class _PythonRules:
             if len(derived) == before:
                 break
         for name in derived:
-            self.add("inherits-model", self.p.classes[name].node, f"`class {name}` derives from the reference "
-                     "`Model`; derive from nn.Module and implement forward with your own kernel.")
+            self.add(
+                "inherits-model",
+                self.p.classes[name].node,
+                f"`class {name}` derives from the reference "
+                "`Model`; derive from nn.Module and implement forward with your own kernel.",
+            )
         for info in self.p.classes.values():
             for base in info.bases:
                 targets = self.p.resolve(base)
@@ -1308,7 +1551,7 @@ class _PythonRules:
     # -- presence of a native kernel ---------------------------------------------------------
 
     def _kernel_presence(self) -> None:
-        has_loader = any(True for _ in self.p.loader_calls())
+        has_loader = bool(self.p.loader_calls())
         has_jit = bool(self.p.jit_names) or any("<jit>" in v for v in self.p.aliases.values())
         if self.backend == "triton":
             ok, wanted = has_jit, "a Triton kernel (@triton.jit) launched from forward"
@@ -1318,8 +1561,11 @@ class _PythonRules:
             ok, wanted = has_loader or has_jit, "a native kernel (load_inline or @triton.jit)"
         if not ok:
             info = self.p.classes.get("ModelNew")
-            self.add("no-native-kernel", info.node if info else 0, f"The answer builds no kernel for the "
-                     f"{self.backend!r} backend; it must contain {wanted}.")
+            self.add(
+                "no-native-kernel",
+                info.node if info else 0,
+                f"The answer builds no kernel for the {self.backend!r} backend; it must contain {wanted}.",
+            )
 
     # -- forward and everything it reaches ---------------------------------------------------
 
@@ -1331,11 +1577,15 @@ class _PythonRules:
         for node, _ in self.p.nodes:
             if node.type == "call":
                 function = _field(node, "function")
-                if function is not None and function.type == "attribute" and _text(
-                    _field(function, "attribute")
-                ) in ("register_buffer", "register_parameter"):
+                if (
+                    function is not None
+                    and function.type == "attribute"
+                    and _text(_field(function, "attribute")) in ("register_buffer", "register_parameter")
+                ):
                     args = _field(node, "arguments")
-                    name = self.p.const_str(args.named_children[0]) if args is not None and args.named_children else None
+                    name = (
+                        self.p.const_str(args.named_children[0]) if args is not None and args.named_children else None
+                    )
                     if name:
                         found.add("self." + name)
         return found
@@ -1373,9 +1623,9 @@ class _PythonRules:
         for target in self.p.resolve(function):
             if target.startswith("<ext>.") or target.startswith("<xinst>torch.nn.") or target in _TENSOR_CLASSES:
                 return True
-            if target.startswith("torch.") and (target in _TORCH_ALLOC or (
-                _compute_name(target) and not target.rsplit(".", 1)[-1][:1].isupper()
-            )):
+            if target.startswith("torch.") and (
+                target in _TORCH_ALLOC or (_compute_name(target) and not target.rsplit(".", 1)[-1][:1].isupper())
+            ):
                 return True
         if function.type == "attribute":
             method = _text(_field(function, "attribute"))
@@ -1386,11 +1636,7 @@ class _PythonRules:
     def _local_taint(self, body: tree_sitter.Node, seeds: frozenset[str]) -> frozenset[str]:
         pairs: list[tuple[tree_sitter.Node, tree_sitter.Node]] = []
         for node in _walk(body):
-            if node.type == "assignment":
-                left, right = _field(node, "left"), _field(node, "right")
-                if left is not None and right is not None:
-                    pairs.append((left, right))
-            elif node.type in ("for_statement", "for_in_clause"):
+            if node.type in ("assignment", "for_statement", "for_in_clause"):
                 left, right = _field(node, "left"), _field(node, "right")
                 if left is not None and right is not None:
                     pairs.append((left, right))
@@ -1432,7 +1678,9 @@ class _PythonRules:
             elif kind in ("default_parameter", "typed_default_parameter"):
                 value = _field(child, "value")
                 annotation = _text(_field(child, "type"))
-                tensorish = (value is None or value.type == "none") and annotation.split("[")[0] not in _SCALAR_ANNOTATIONS
+                tensorish = (value is None or value.type == "none") and annotation.split("[")[
+                    0
+                ] not in _SCALAR_ANNOTATIONS
                 out.append((_text(_field(child, "name")), tensorish))
         if out and out[0][0] in ("self", "cls"):
             out = out[1:]
@@ -1467,29 +1715,34 @@ class _PythonRules:
             seen[key] = taint
             work.extend(self._scan(node, cls, taint))
         if forward is not None and self.kernel_uses == 0:
-            self.add("kernel-not-called", forward, "forward never calls your compiled extension or launches your "
-                     "kernel; the output must be computed by the kernel you wrote, called from forward.")
+            self.add(
+                "kernel-not-called",
+                forward,
+                "forward never calls your compiled extension or launches your "
+                "kernel; the output must be computed by the kernel you wrote, called from forward.",
+            )
 
     def _callee(self, target: str, cls: str | None) -> tuple[tree_sitter.Node, str | None] | None:
         if target.startswith("<func>"):
-            definition = self.p.functions.get(target[len("<func>"):])
+            definition = self.p.functions.get(target[len("<func>") :])
             return (definition, None) if definition is not None else None
         if target.startswith("<method>"):
-            owner, _, name = target[len("<method>"):].rpartition(".")
+            owner, _, name = target[len("<method>") :].rpartition(".")
             definition = self.p.method(owner, name)
             if definition is None and name == "apply":
                 definition = self.p.method(owner, "forward")  # torch.autograd.Function.apply runs forward
             return (definition, self.p.owner_class(definition)) if definition is not None else None
         if target.startswith("<selfattr>") and cls is not None:
-            definition = self.p.method(cls, target[len("<selfattr>"):])
+            definition = self.p.method(cls, target[len("<selfattr>") :])
             return (definition, self.p.owner_class(definition)) if definition is not None else None
         if target.startswith("<lambda>"):
-            lam = self.p.lambdas.get(target[len("<lambda>"):])
+            lam = self.p.lambdas.get(target[len("<lambda>") :])
             return (lam, cls) if lam is not None else None
         return None
 
-    def _scan(self, root: tree_sitter.Node, cls: str | None, seeds: frozenset[str]
-              ) -> list[tuple[tree_sitter.Node, str | None, frozenset[str]]]:
+    def _scan(
+        self, root: tree_sitter.Node, cls: str | None, seeds: frozenset[str]
+    ) -> list[tuple[tree_sitter.Node, str | None, frozenset[str]]]:
         """Apply the reach rules to one function, lambda or expression; return the callees it reaches."""
         out: list[tuple[tree_sitter.Node, str | None, frozenset[str]]] = []
         taint = self._local_taint(root, seeds) if root.type in ("function_definition", "lambda") else seeds
@@ -1506,12 +1759,15 @@ class _PythonRules:
                 out.extend(self._call_in_reach(node, cls, taint))
             elif kind == "binary_operator":
                 op = _text(_field(node, "operator"))
-                if op in _ARITH_OPS and (self._is_tensor(_field(node, "left"), taint)
-                                         or self._is_tensor(_field(node, "right"), taint)):
+                if op in _ARITH_OPS and (
+                    self._is_tensor(_field(node, "left"), taint) or self._is_tensor(_field(node, "right"), taint)
+                ):
                     self._operator(node, op)
             elif kind == "comparison_operator":
                 ops = [_text(c) for c in node.children_by_field_name("operators")]
-                if any(op in _COMPARE_OPS for op in ops) and any(self._is_tensor(c, taint) for c in node.named_children):
+                if any(op in _COMPARE_OPS for op in ops) and any(
+                    self._is_tensor(c, taint) for c in node.named_children
+                ):
                     self._operator(node, next(op for op in ops if op in _COMPARE_OPS))
             elif kind == "unary_operator":
                 op = _text(_field(node, "operator"))
@@ -1524,24 +1780,38 @@ class _PythonRules:
             elif kind == "identifier" and is_ref and _text(node) in self._identity_names:
                 self._data_ptr_use(node)
             elif kind == "try_statement":
-                self.add("try-except-fallback", node, "try/except in forward (or code it reaches) hides a fallback "
-                         "path; remove it and let errors surface: the kernel must always run.")
+                self.add(
+                    "try-except-fallback",
+                    node,
+                    "try/except in forward (or code it reaches) hides a fallback "
+                    "path; remove it and let errors surface: the kernel must always run.",
+                )
             elif kind == "with_item":
                 value = _field(node, "value")
                 inner = value.named_children[0] if value is not None and value.type == "as_pattern" else value
-                if inner is not None and inner.type == "call" and "contextlib.suppress" in self.p.resolve(
-                    _field(inner, "function")
+                if (
+                    inner is not None
+                    and inner.type == "call"
+                    and "contextlib.suppress" in self.p.resolve(_field(inner, "function"))
                 ):
-                    self.add("try-except-fallback", node, "contextlib.suppress in forward hides a fallback path; "
-                             "remove it and let errors surface.")
+                    self.add(
+                        "try-except-fallback",
+                        node,
+                        "contextlib.suppress in forward hides a fallback path; remove it and let errors surface.",
+                    )
         return out
 
     def _operator(self, node: tree_sitter.Node, op: str) -> None:
-        self.add("torch-compute-in-forward", node, f"the Python operator `{op}` on tensors in forward runs a PyTorch "
-                 "op; fuse this arithmetic into your kernel.")
+        self.add(
+            "torch-compute-in-forward",
+            node,
+            f"the Python operator `{op}` on tensors in forward runs a PyTorch "
+            "op; fuse this arithmetic into your kernel.",
+        )
 
-    def _reference_in_reach(self, node: tree_sitter.Node, cls: str | None
-                            ) -> list[tuple[tree_sitter.Node, str | None, frozenset[str]]]:
+    def _reference_in_reach(
+        self, node: tree_sitter.Node, cls: str | None
+    ) -> list[tuple[tree_sitter.Node, str | None, frozenset[str]]]:
         out: list[tuple[tree_sitter.Node, str | None, frozenset[str]]] = []
         text = _text(node)
         for target in self.p.resolve(node):
@@ -1551,8 +1821,10 @@ class _PythonRules:
                     if target.startswith("numpy."):
                         message = f"{shown} computes with NumPy in forward; compute it in your kernel."
                     else:
-                        message = (f"{shown} in forward runs a PyTorch op; compute it in your kernel (forward may "
-                                   "only allocate outputs, e.g. torch.empty_like, reshape/view and call the kernel).")
+                        message = (
+                            f"{shown} in forward runs a PyTorch op; compute it in your kernel (forward may "
+                            "only allocate outputs, e.g. torch.empty_like, reshape/view and call the kernel)."
+                        )
                     self.add("torch-compute-in-forward", node, message)
                 elif target.startswith("torch.ops."):
                     self.kernel_uses += 1
@@ -1571,8 +1843,9 @@ class _PythonRules:
                     out.append((callee[0], callee[1], frozenset()))
         return out
 
-    def _call_in_reach(self, node: tree_sitter.Node, cls: str | None, taint: frozenset[str]
-                       ) -> list[tuple[tree_sitter.Node, str | None, frozenset[str]]]:
+    def _call_in_reach(
+        self, node: tree_sitter.Node, cls: str | None, taint: frozenset[str]
+    ) -> list[tuple[tree_sitter.Node, str | None, frozenset[str]]]:
         out: list[tuple[tree_sitter.Node, str | None, frozenset[str]]] = []
         function = _field(node, "function")
         args = _field(node, "arguments")
@@ -1585,31 +1858,59 @@ class _PythonRules:
         targets = self.p.resolve(function)
         known = bool(targets - {t for t in targets if t.startswith("<selfattr>")})
         for target in targets:
-            if target.startswith("<xinst>torch.nn.") or target.startswith("<xattr>torch.nn.") and target.endswith(
-                (".forward", ".__call__", "._call_impl")
+            if (
+                target.startswith("<xinst>torch.nn.")
+                or target.startswith("<xattr>torch.nn.")
+                and target.endswith((".forward", ".__call__", "._call_impl"))
             ):
-                self.add("torch-compute-in-forward", node, f"calling the PyTorch module `{_text(function)}` in "
-                         "forward runs PyTorch's kernel; pass its parameters (e.g. self.linear.weight, "
-                         "self.linear.bias) to your own kernel instead.")
+                self.add(
+                    "torch-compute-in-forward",
+                    node,
+                    f"calling the PyTorch module `{_text(function)}` in "
+                    "forward runs PyTorch's kernel; pass its parameters (e.g. self.linear.weight, "
+                    "self.linear.bias) to your own kernel instead.",
+                )
             elif target in ("builtins.id", "builtins.hash"):
-                self.add("output-cache", node, f"`{_text(function)}()` in forward suggests caching outputs by object "
-                         "identity; compute the output from the inputs on every call.")
-            elif target in ("builtins.abs", "builtins.sum", "builtins.max", "builtins.min", "builtins.pow",
-                            "builtins.round", "builtins.divmod") and any(self._is_tensor(a, taint) for a in arg_nodes):
-                self.add("torch-compute-in-forward", node, f"`{_text(function)}()` on a tensor runs a PyTorch op; "
-                         "compute it in your kernel.")
+                self.add(
+                    "output-cache",
+                    node,
+                    f"`{_text(function)}()` in forward suggests caching outputs by object "
+                    "identity; compute the output from the inputs on every call.",
+                )
+            elif target in (
+                "builtins.abs",
+                "builtins.sum",
+                "builtins.max",
+                "builtins.min",
+                "builtins.pow",
+                "builtins.round",
+                "builtins.divmod",
+            ) or (target.startswith("operator.") and target not in _OPERATOR_NON_COMPUTE):
+                if not any(self._is_tensor(a, taint) for a in _walk_args(arg_nodes)):
+                    continue
+                self.add(
+                    "torch-compute-in-forward",
+                    node,
+                    f"`{_text(function)}()` on a tensor runs a PyTorch op; compute it in your kernel.",
+                )
             elif target == "builtins.getattr":
                 positional = [a for a in arg_nodes if a.type != "keyword_argument"]
                 name = self.p.const_str(positional[1]) if len(positional) > 1 else None
                 receiver = positional[0] if positional else None
-                if receiver is not None and _text(receiver) not in ("self", "cls") and not any(
-                    t == "<ext>" or t.startswith(("<class>", "<inst>")) for t in self.p.resolve(receiver)
+                if (
+                    receiver is not None
+                    and _text(receiver) not in ("self", "cls")
+                    and not any(t == "<ext>" or t.startswith(("<class>", "<inst>")) for t in self.p.resolve(receiver))
                 ):
                     if name is None:
                         self.add("dynamic-code", node, _message("dynamic-code", _text(node)))
                     elif _method_computes(name):
-                        self.add("torch-compute-in-forward", node, f"`{_text(node)}` looks up the tensor method "
-                                 f"`{name}`, which runs a PyTorch op; compute it in your kernel.")
+                        self.add(
+                            "torch-compute-in-forward",
+                            node,
+                            f"`{_text(node)}` looks up the tensor method "
+                            f"`{name}`, which runs a PyTorch op; compute it in your kernel.",
+                        )
             callee = self._callee(target, cls)
             if callee is not None:
                 out.append((callee[0], callee[1], self._argument_taint(callee[0], arg_nodes, taint)))
@@ -1621,8 +1922,14 @@ class _PythonRules:
             self._data_ptr_use(node)
         return out
 
-    def _method_call(self, node: tree_sitter.Node, function: tree_sitter.Node, targets: frozenset[str],
-                     known: bool, taint: frozenset[str]) -> None:
+    def _method_call(
+        self,
+        node: tree_sitter.Node,
+        function: tree_sitter.Node,
+        targets: frozenset[str],
+        known: bool,
+        taint: frozenset[str],
+    ) -> None:
         method = _text(_field(function, "attribute"))
         receiver = _field(function, "object")
         if receiver is None:
@@ -1631,28 +1938,41 @@ class _PythonRules:
         if _text(receiver) in ("self", "cls") or receiver.type in _LITERALS:
             return
         if receiver_targets and all(
-            not t.startswith("<xinst>") and (not t.startswith("<") or t == "<ext>" or t.startswith(
-                ("<class>", "<inst>", "<func>", "<jit>", "<lambda>", "<ext>", "<method>")
-            )) for t in receiver_targets
+            not t.startswith("<xinst>")
+            and (
+                not t.startswith("<")
+                or t == "<ext>"
+                or t.startswith(("<class>", "<inst>", "<func>", "<jit>", "<lambda>", "<ext>", "<method>"))
+            )
+            for t in receiver_targets
         ):
             if "<ext>" in receiver_targets:
                 self.kernel_uses += 1
             return
         if _method_computes(method):
             if self._is_tensor(receiver, taint) or method not in self.p.ext_entry_names:
-                self.add("torch-compute-in-forward", node, f"`.{method}()` on a tensor runs a PyTorch op; do this "
-                         "computation inside your kernel.")
+                self.add(
+                    "torch-compute-in-forward",
+                    node,
+                    f"`.{method}()` on a tensor runs a PyTorch op; do this computation inside your kernel.",
+                )
             else:
                 self.kernel_uses += 1
         elif method not in _TENSOR_RETURNING and method not in _META_METHODS and not known:
             self.kernel_uses += 1
 
-    def _argument_taint(self, callee: tree_sitter.Node, args: list[tree_sitter.Node], taint: frozenset[str]
-                        ) -> frozenset[str]:
-        params = [name for name, _ in self._parameters(callee)] if callee.type == "function_definition" else [
-            _text(c) for c in (_field(callee, "parameters").named_children if _field(callee, "parameters") else [])
-            if c.type == "identifier"
-        ]
+    def _argument_taint(
+        self, callee: tree_sitter.Node, args: list[tree_sitter.Node], taint: frozenset[str]
+    ) -> frozenset[str]:
+        params = (
+            [name for name, _ in self._parameters(callee)]
+            if callee.type == "function_definition"
+            else [
+                _text(c)
+                for c in (_field(callee, "parameters").named_children if _field(callee, "parameters") else [])
+                if c.type == "identifier"
+            ]
+        )
         found: set[str] = set()
         positional = 0
         for arg in args:
@@ -1686,34 +2006,43 @@ class _PythonRules:
         return names
 
     def _data_ptr_use(self, node: tree_sitter.Node) -> None:
+        """Flag ``data_ptr()``/``id()`` values used as keys, compared, or kept on ``self``."""
         parent = node.parent
         child = node
         while parent is not None and parent.type in ("tuple", "expression_list", "parenthesized_expression"):
             child, parent = parent, parent.parent
-        if parent is None:
-            return
-        keyed = False
-        if parent.type == "subscript" and _field(parent, "subscript") is not None and _field(parent, "value") != child:
-            keyed = True
-        elif parent.type in ("comparison_operator", "pair"):
-            keyed = True
-        elif parent.type == "argument_list" and parent.parent is not None:
-            function = _field(parent.parent, "function")
-            keyed = function is not None and function.type == "attribute" and _text(
-                _field(function, "attribute")
-            ) in _CACHE_METHODS
-        elif parent.type == "assignment":
-            left = _field(parent, "left")
-            keyed = left is not None and _text(left).startswith(("self.", "cls."))
-        if keyed:
-            self.add("output-cache", node, "`data_ptr()`/`id()` used as a cache key or stored across calls suggests "
-                     "caching outputs; compute the output from the inputs on every call.")
+        if parent is not None and _is_key_position(parent, child):
+            self.add(
+                "output-cache",
+                node,
+                "`data_ptr()`/`id()` used as a cache key or stored across calls suggests "
+                "caching outputs; compute the output from the inputs on every call.",
+            )
+
+
+def _is_key_position(parent: tree_sitter.Node, child: tree_sitter.Node) -> bool:
+    """Whether ``child`` is used as a key: an index, a dict key, compared, a cache-method argument, or stored."""
+    if parent.type in ("comparison_operator", "pair"):
+        return True
+    if parent.type == "subscript":
+        return _field(parent, "subscript") is not None and _field(parent, "value") != child
+    if parent.type == "argument_list" and parent.parent is not None:
+        function = _field(parent.parent, "function")
+        return (
+            function is not None
+            and function.type == "attribute"
+            and _text(_field(function, "attribute")) in _CACHE_METHODS
+        )
+    if parent.type == "assignment":
+        left = _field(parent, "left")
+        return left is not None and _text(left).startswith(("self.", "cls."))
+    return False
 
 
 def _method_computes(method: str) -> bool:
     if method.startswith("__"):
-        return method in COMPUTE_METHODS
-    return method in COMPUTE_METHODS or method.rstrip("_") in COMPUTE_METHODS
+        return method in _COMPUTE_METHODS
+    return method in _COMPUTE_METHODS or method.rstrip("_") in _COMPUTE_METHODS
 
 
 def _walk_args(args: Iterable[tree_sitter.Node]) -> Iterator[tree_sitter.Node]:
@@ -1761,7 +2090,9 @@ class _SourceFinder:
         for node, _ in self.p.nodes:
             if node.type not in ("string", "concatenated_string") or _key(node) in self.consumed:
                 continue
-            if _key(node) in self.p.docstrings or (node.parent is not None and node.parent.type == "concatenated_string"):
+            if _key(node) in self.p.docstrings or (
+                node.parent is not None and node.parent.type == "concatenated_string"
+            ):
                 continue
             pieces = node.named_children if node.type == "concatenated_string" else [node]
             part = _join_lines(_string_lines(c, self.p.source) for c in pieces if c.type == "string")
@@ -1864,8 +2195,7 @@ def native_sources(code: str) -> list[NativeSource]:
 # C++/CUDA rules
 # --------------------------------------------------------------------------------------------
 
-_CPP_TORCH_ALLOWED = frozenset(
-    """
+_CPP_TORCH_ALLOWED = _words("""
     empty empty_like empty_strided zeros zeros_like ones ones_like full full_like from_blob TensorOptions Tensor
     Scalar ScalarType IntArrayRef Device DeviceType Layout MemoryFormat dtype device layout requires_grad
     memory_format pinned_memory optional nullopt irange parallel_for parallel_reduce get_num_threads get_thread_num
@@ -1876,88 +2206,242 @@ _CPP_TORCH_ALLOWED = frozenset(
     elementSize typeMetaToScalarType isFloatingType isIntegralType ArrayRef TensorAccessor PackedTensorAccessor
     PackedTensorAccessor32 PackedTensorAccessor64 RestrictPtrTraits DefaultPtrTraits Float Double Int Long Short
     Char Byte Bool ComplexFloat ComplexDouble Undefined numel is_available
-    """.split()
-)
+    """)
 _CPP_ALLOWED_NAMESPACES = ("at::vec::", "torch::indexing::", "at::indexing::", "torch::stable::", "at::cuda::detail::")
 _CPP_NAME_RULES: dict[str, str] = {
     **dict.fromkeys(
-        ("fork", "vfork", "system", "popen", "execl", "execle", "execlp", "execv", "execve", "execvp", "execvpe",
-         "posix_spawn", "posix_spawnp", "pthread_create", "std::thread", "std::jthread", "std::async",
-         "thrd_create", "clone3", "kill"),
+        (
+            "fork",
+            "vfork",
+            "system",
+            "popen",
+            "execl",
+            "execle",
+            "execlp",
+            "execv",
+            "execve",
+            "execvp",
+            "execvpe",
+            "posix_spawn",
+            "posix_spawnp",
+            "pthread_create",
+            "std::thread",
+            "std::jthread",
+            "std::async",
+            "thrd_create",
+            "clone3",
+            "kill",
+        ),
         "native-process",
     ),
     **dict.fromkeys(
-        ("fopen", "fopen64", "freopen", "open", "open64", "openat", "creat", "mmap", "mmap64", "shm_open",
-         "fdopen", "unlink", "remove", "rename", "opendir", "readlink", "std::ifstream", "std::ofstream",
-         "std::fstream", "std::filebuf", "std::filesystem", "memfd_create", "fread", "fwrite"),
+        (
+            "fopen",
+            "fopen64",
+            "freopen",
+            "open",
+            "open64",
+            "openat",
+            "creat",
+            "mmap",
+            "mmap64",
+            "shm_open",
+            "fdopen",
+            "unlink",
+            "remove",
+            "rename",
+            "opendir",
+            "readlink",
+            "std::ifstream",
+            "std::ofstream",
+            "std::fstream",
+            "std::filebuf",
+            "std::filesystem",
+            "memfd_create",
+            "fread",
+            "fwrite",
+        ),
         "native-file",
     ),
     **dict.fromkeys(
-        ("cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority", "getStreamFromPool",
-         "getStreamFromExternal", "setCurrentCUDAStream", "cudaStreamPerThread", "musaStreamCreate",
-         "musaStreamCreateWithFlags", "setCurrentMUSAStream", "cudaStreamBeginCapture", "cudaGraphLaunch",
-         "cuStreamCreate", "hipStreamCreate"),
+        (
+            "cudaStreamCreate",
+            "cudaStreamCreateWithFlags",
+            "cudaStreamCreateWithPriority",
+            "getStreamFromPool",
+            "getStreamFromExternal",
+            "setCurrentCUDAStream",
+            "cudaStreamPerThread",
+            "musaStreamCreate",
+            "musaStreamCreateWithFlags",
+            "setCurrentMUSAStream",
+            "cudaStreamBeginCapture",
+            "cudaGraphLaunch",
+            "cuStreamCreate",
+            "hipStreamCreate",
+        ),
         "native-stream",
     ),
     **dict.fromkeys(
-        ("cudaEventElapsedTime", "cuEventElapsedTime", "musaEventElapsedTime", "dlsym", "dlopen", "dlvsym",
-         "RTLD_NEXT", "LD_PRELOAD", "cudaEventQuery", "cudaGetDriverEntryPoint", "cuGetProcAddress"),
+        (
+            "cudaEventElapsedTime",
+            "cuEventElapsedTime",
+            "musaEventElapsedTime",
+            "dlsym",
+            "dlopen",
+            "dlvsym",
+            "RTLD_NEXT",
+            "LD_PRELOAD",
+            "cudaEventQuery",
+            "cudaGetDriverEntryPoint",
+            "cuGetProcAddress",
+        ),
         "native-timer-patch",
     ),
     **dict.fromkeys(
-        ("cudaStreamAttrValue", "accessPolicyWindow", "cudaAccessPropertyPersisting", "cudaLimitPersistingL2CacheSize",
-         "cudaStreamAttributeAccessPolicyWindow", "cudaAccessPolicyWindow", "cudaStreamSetAttribute",
-         "cudaKernelNodeAttributeAccessPolicyWindow", "cudaLaunchAttributeAccessPolicyWindow",
-         "musaLimitPersistingL2CacheSize", "hitRatio", "hitProp"),
+        (
+            "cudaStreamAttrValue",
+            "accessPolicyWindow",
+            "cudaAccessPropertyPersisting",
+            "cudaLimitPersistingL2CacheSize",
+            "cudaStreamAttributeAccessPolicyWindow",
+            "cudaAccessPolicyWindow",
+            "cudaStreamSetAttribute",
+            "cudaKernelNodeAttributeAccessPolicyWindow",
+            "cudaLaunchAttributeAccessPolicyWindow",
+            "musaLimitPersistingL2CacheSize",
+            "hitRatio",
+            "hitProp",
+        ),
         "l2-persist",
     ),
     **dict.fromkeys(
-        ("omp_set_num_threads", "omp_set_dynamic", "omp_set_max_active_levels", "set_num_threads",
-         "set_num_interop_threads", "mkl_set_num_threads", "openblas_set_num_threads", "setenv", "putenv",
-         "unsetenv", "globalContext", "manual_seed", "cudaDeviceSetLimit", "cudaDeviceSetCacheConfig",
-         "cudaDeviceSetSharedMemConfig", "cudaSetDeviceFlags"),
+        (
+            "omp_set_num_threads",
+            "omp_set_dynamic",
+            "omp_set_max_active_levels",
+            "set_num_threads",
+            "set_num_interop_threads",
+            "mkl_set_num_threads",
+            "openblas_set_num_threads",
+            "setenv",
+            "putenv",
+            "unsetenv",
+            "globalContext",
+            "manual_seed",
+            "cudaDeviceSetLimit",
+            "cudaDeviceSetCacheConfig",
+            "cudaDeviceSetSharedMemConfig",
+            "cudaSetDeviceFlags",
+        ),
         "global-flags",
     ),
     **dict.fromkeys(
-        ("PyImport_ImportModule", "PyImport_Import", "PyRun_SimpleString", "PyRun_String", "PyObject_Call",
-         "PyObject_CallObject", "PyObject_CallFunction", "PyObject_CallMethod", "PyEval_EvalCode", "Py_CompileString",
-         "py::module::import", "py::module_::import", "pybind11::module::import", "pybind11::module_::import",
-         "py::eval", "py::exec", "pybind11::eval", "pybind11::exec", "py::globals", "pybind11::globals"),
+        (
+            "PyImport_ImportModule",
+            "PyImport_Import",
+            "PyRun_SimpleString",
+            "PyRun_String",
+            "PyObject_Call",
+            "PyObject_CallObject",
+            "PyObject_CallFunction",
+            "PyObject_CallMethod",
+            "PyEval_EvalCode",
+            "Py_CompileString",
+            "py::module::import",
+            "py::module_::import",
+            "pybind11::module::import",
+            "pybind11::module_::import",
+            "py::eval",
+            "py::exec",
+            "pybind11::eval",
+            "pybind11::exec",
+            "py::globals",
+            "pybind11::globals",
+        ),
         "native-python-call",
     ),
     **dict.fromkeys(
-        ("__half", "__half2", "half2", "__nv_bfloat16", "__nv_bfloat162", "nv_bfloat16", "_Float16", "__fp16",
-         "__bf16", "kHalf", "kFloat16", "kBFloat16", "__float2half", "__float2half_rn", "__half2float",
-         "__float2bfloat16", "__float2bfloat16_rn", "__bfloat162float", "__floats2half2_rn", "CUBLAS_TF32_TENSOR_OP_MATH",
-         "__float_to_tf32", "std::float16_t", "std::bfloat16_t", "c10::Half", "at::Half", "c10::BFloat16",
-         "at::BFloat16", "cublasSetMathMode"),
+        (
+            "__half",
+            "__half2",
+            "half2",
+            "__nv_bfloat16",
+            "__nv_bfloat162",
+            "nv_bfloat16",
+            "_Float16",
+            "__fp16",
+            "__bf16",
+            "kHalf",
+            "kFloat16",
+            "kBFloat16",
+            "__float2half",
+            "__float2half_rn",
+            "__half2float",
+            "__float2bfloat16",
+            "__float2bfloat16_rn",
+            "__bfloat162float",
+            "__floats2half2_rn",
+            "CUBLAS_TF32_TENSOR_OP_MATH",
+            "__float_to_tf32",
+            "std::float16_t",
+            "std::bfloat16_t",
+            "c10::Half",
+            "at::Half",
+            "c10::BFloat16",
+            "at::BFloat16",
+            "cublasSetMathMode",
+        ),
         "precision-downgrade",
     ),
 }
 # Generic names that only count as a rule when called as free functions.
-_CPP_CALL_ONLY = frozenset(("system", "open", "open64", "remove", "rename", "kill", "unlink", "fork", "set_num_threads",
-                            "manual_seed", "fread", "fwrite", "setenv"))
-_CPP_LIBRARY = re.compile(r"^(cublas\w*|cublasLt\w*|cudnn\w*|cblas_\w+|mkl_\w+|dnnl_\w+|cusparse\w*|cufft\w*|"
-                          r"cusolver\w*|LAPACKE_\w+|sgemm_|dgemm_|getCurrentCUDABlasHandle|getCurrentCUDASparseHandle)$")
+_CPP_CALL_ONLY = frozenset(
+    (
+        "system",
+        "open",
+        "open64",
+        "remove",
+        "rename",
+        "kill",
+        "unlink",
+        "fork",
+        "set_num_threads",
+        "manual_seed",
+        "fread",
+        "fwrite",
+        "setenv",
+    )
+)
+_CPP_LIBRARY = re.compile(
+    r"^(cublas\w*|cublasLt\w*|cudnn\w*|cblas_\w+|mkl_\w+|dnnl_\w+|cusparse\w*|cufft\w*|"
+    r"cusolver\w*|LAPACKE_\w+|sgemm_|dgemm_|getCurrentCUDABlasHandle|getCurrentCUDASparseHandle)$"
+)
 _CPP_INCLUDE_RULES = (
-    (re.compile(r"cublas|cudnn|mkl|cblas|dnnl|oneapi|cusparse|cufft|cusolver|lapack|openblas|ATen/native/"),
-     "native-library"),
+    (
+        re.compile(r"cublas|cudnn|mkl|cblas|dnnl|oneapi|cusparse|cufft|cusolver|lapack|openblas|ATen/native/"),
+        "native-library",
+    ),
     (re.compile(r"^(thread|pthread\.h|future|sys/wait\.h|spawn\.h)$"), "native-process"),
     (re.compile(r"^(fstream|sys/mman\.h|filesystem|fcntl\.h|dirent\.h|sys/shm\.h)$"), "native-file"),
     (re.compile(r"^(dlfcn\.h)$"), "native-timer-patch"),
     (re.compile(r"^(cuda_fp16\.h|cuda_bf16\.h|musa_fp16\.h|mma\.h)$"), "precision-downgrade"),
     (re.compile(r"^(Python\.h|pybind11/embed\.h|pybind11/eval\.h)$"), "native-python-call"),
 )
-_INTERPOSABLE = re.compile(r"^(cuda[A-Z]\w+|cu[A-Z]\w+|musa[A-Z]\w+|clock_gettime|gettimeofday|clock|time|"
-                           r"omp_get_wtime|dlsym|pthread_create)$")
+_INTERPOSABLE = re.compile(
+    r"^(cuda[A-Z]\w+|cu[A-Z]\w+|musa[A-Z]\w+|clock_gettime|gettimeofday|clock|time|"
+    r"omp_get_wtime|dlsym|pthread_create)$"
+)
 _CUDA_BLANK = re.compile(
     r"__global__|__device__|__host__|__forceinline__|__noinline__|__shared__|__constant__|__managed__|"
     r"__restrict__|__grid_constant__|__launch_bounds__\s*\([^()]*\)"
 )
 _LAUNCH = re.compile(r"<<<(.*?)>>>", re.DOTALL)
-_GOOD_STREAM = re.compile(r"^(0|0[uU]?|nullptr|NULL|cudaStreamLegacy|cudaStreamDefault|"
-                          r"(::)?(at|c10)::(cuda|musa)::getCurrent(CUDA|MUSA)Stream\(\s*\w*\s*\)(\.stream\(\))?|"
-                          r"getCurrent(CUDA|MUSA)Stream\(\s*\w*\s*\)(\.stream\(\))?)$")
+_GOOD_STREAM = re.compile(
+    r"^(0|0[uU]?|nullptr|NULL|cudaStreamLegacy|cudaStreamDefault|"
+    r"(::)?(at|c10)::(cuda|musa)::getCurrent(CUDA|MUSA)Stream\(\s*\w*\s*\)(\.stream\(\))?|"
+    r"getCurrent(CUDA|MUSA)Stream\(\s*\w*\s*\)(\.stream\(\))?)$"
+)
 _CPP_MESSAGES = {
     "native-torch-compute": "{name} in the C++ source runs an ATen/LibTorch op; compute it in your own loop or "
     "kernel (only allocation like torch::empty, metadata like size()/data_ptr() and device/stream helpers are "
@@ -1978,8 +2462,25 @@ _CPP_MESSAGES = {
     "monkey-patching": "{name} re-registers ATen operators, which changes what the reference computes; "
     "expose your function with PYBIND11/functions=[...] instead.",
 }
-_CPP_SCALAR_METHODS = frozenset(("size", "sizes", "numel", "dim", "stride", "strides", "data_ptr", "item", "options",
-                                 "scalar_type", "dtype", "device", "is_contiguous", "defined", "element_size"))
+_CPP_SCALAR_METHODS = frozenset(
+    (
+        "size",
+        "sizes",
+        "numel",
+        "dim",
+        "stride",
+        "strides",
+        "data_ptr",
+        "item",
+        "options",
+        "scalar_type",
+        "dtype",
+        "device",
+        "is_contiguous",
+        "defined",
+        "element_size",
+    )
+)
 
 
 def _blank(text: str, pattern: re.Pattern[str]) -> str:
@@ -1989,8 +2490,9 @@ def _blank(text: str, pattern: re.Pattern[str]) -> str:
 class _CppRules:
     """Runs the C++/CUDA rules over one native source."""
 
-    def __init__(self, source: NativeSource, findings: _Findings, half_ok: bool, depth: int = 0,
-                 row_offset: int = 0) -> None:
+    def __init__(
+        self, source: NativeSource, findings: _Findings, half_ok: bool, depth: int = 0, row_offset: int = 0
+    ) -> None:
         self.source = source
         self.findings = findings
         self.half_ok = half_ok
@@ -2003,7 +2505,6 @@ class _CppRules:
         self.namespace_alias: dict[str, str] = {}
         self.using_names: dict[str, str] = {}
         self.defined_functions: set[str] = set()
-        self.entry_names: set[str] = set()
 
     def add(self, rule: str, row: int, name: str) -> None:
         if rule == "precision-downgrade" and self.half_ok:
@@ -2056,8 +2557,10 @@ class _CppRules:
             return True
         if re.fullmatch(r"\w+", compact):
             decl = re.search(rf"\b{re.escape(compact)}\s*=\s*([^;]*);", text)
-            return decl is not None and re.search(r"getCurrent(CUDA|MUSA)Stream|getDefault(CUDA|MUSA)Stream",
-                                                  decl.group(1)) is not None
+            return (
+                decl is not None
+                and re.search(r"getCurrent(CUDA|MUSA)Stream|getDefault(CUDA|MUSA)Stream", decl.group(1)) is not None
+            )
         return False
 
     # -- declarations (which names hold tensors) ----------------------------------------------
@@ -2107,9 +2610,9 @@ class _CppRules:
     def _using(self, node: tree_sitter.Node) -> None:
         text = re.sub(r"\s+", " ", _text(node)).strip().rstrip(";")
         if text.startswith("using namespace "):
-            self.using_namespaces.add(self._qualify(text[len("using namespace "):].replace(" ", "")).split("::")[0])
+            self.using_namespaces.add(self._qualify(text[len("using namespace ") :].replace(" ", "")).split("::")[0])
         elif text.startswith("using "):
-            target = self._qualify(text[len("using "):].replace(" ", ""))
+            target = self._qualify(text[len("using ") :].replace(" ", ""))
             if "::" in target:
                 self.using_names[target.rsplit("::", 1)[-1]] = target
 
@@ -2139,7 +2642,8 @@ class _CppRules:
             return self._is_tensor(_field(node, "argument"), depth + 1)
         if kind == "conditional_expression":
             return self._is_tensor(_field(node, "consequence"), depth + 1) or self._is_tensor(
-                _field(node, "alternative"), depth + 1)
+                _field(node, "alternative"), depth + 1
+            )
         if kind == "binary_expression":
             return self._is_tensor(_field(node, "left"), depth + 1) or self._is_tensor(_field(node, "right"), depth + 1)
         if kind == "call_expression":
@@ -2150,8 +2654,22 @@ class _CppRules:
                 name = self._qualify(_text(function))
                 if name.split("::")[0] in ("torch", "at"):
                     last = name.rsplit("::", 1)[-1]
-                    return last in ("empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like",
-                                    "full", "full_like", "from_blob") or last not in _CPP_TORCH_ALLOWED
+                    return (
+                        last
+                        in (
+                            "empty",
+                            "empty_like",
+                            "empty_strided",
+                            "zeros",
+                            "zeros_like",
+                            "ones",
+                            "ones_like",
+                            "full",
+                            "full_like",
+                            "from_blob",
+                        )
+                        or last not in _CPP_TORCH_ALLOWED
+                    )
             if function.type == "field_expression":
                 method = _method_name(function)
                 if method in _TENSOR_RETURNING or _method_computes(method):
@@ -2163,22 +2681,30 @@ class _CppRules:
     def _check(self, node: tree_sitter.Node) -> None:
         kind = node.type
         row = node.start_point.row
-        if kind in ("identifier", "type_identifier", "field_identifier", "namespace_identifier",
-                    "primitive_type") and node.child_count == 0:
+        if (
+            kind in ("identifier", "type_identifier", "field_identifier", "namespace_identifier", "primitive_type")
+            and node.child_count == 0
+        ):
             self._name(node, _text(node))
         elif kind == "qualified_identifier" and (node.parent is None or node.parent.type != "qualified_identifier"):
             self._qualified(node)
         elif kind == "call_expression":
             self._call(node)
-        elif kind in ("string_literal", "raw_string_literal", "system_lib_string") and node.parent is not None \
-                and node.parent.type != "preproc_include":
+        elif (
+            kind in ("string_literal", "raw_string_literal", "system_lib_string")
+            and node.parent is not None
+            and node.parent.type != "preproc_include"
+        ):
             value = _text(node)
-            for marker, rule in (("/dev/shm", "native-file"), ("/proc/", "native-file"), ("LD_PRELOAD",
-                                                                                           "native-timer-patch")):
+            for marker, rule in (
+                ("/dev/shm", "native-file"),
+                ("/proc/", "native-file"),
+                ("LD_PRELOAD", "native-timer-patch"),
+            ):
                 if marker in value:
                     self.add(rule, row, marker)
         elif kind == "preproc_include":
-            path = _text(_field(node, "path")).strip("<>\"")
+            path = _text(_field(node, "path")).strip('<>"')
             for pattern, rule in _CPP_INCLUDE_RULES:
                 if pattern.search(path):
                     self.add(rule, row, f"#include <{path}>")
@@ -2189,8 +2715,9 @@ class _CppRules:
             self._function_definition(node)
         elif kind == "binary_expression":
             op = _text(_field(node, "operator"))
-            if op in _ARITH_OPS | _COMPARE_OPS and (self._is_tensor(_field(node, "left"))
-                                                    or self._is_tensor(_field(node, "right"))):
+            if op in _ARITH_OPS | _COMPARE_OPS and (
+                self._is_tensor(_field(node, "left")) or self._is_tensor(_field(node, "right"))
+            ):
                 self.add("native-torch-compute", row, f"Tensor operator {op}")
         elif kind == "assignment_expression":
             op = _text(_field(node, "operator"))
@@ -2207,8 +2734,12 @@ class _CppRules:
         rule = _CPP_NAME_RULES.get(name)
         if rule is not None and name in _CPP_CALL_ONLY:
             rule = rule if _is_called(node) else None
-        if rule is None and name in ("half", "half2", "bfloat16", "nv_bfloat16") and node.type == "type_identifier" \
-                and not any(name in names for names in (*self.other_names.values(), *self.tensor_names.values())):
+        if (
+            rule is None
+            and name in ("half", "half2", "bfloat16", "nv_bfloat16")
+            and node.type == "type_identifier"
+            and not any(name in names for names in (*self.other_names.values(), *self.tensor_names.values()))
+        ):
             rule = "precision-downgrade"
         if rule is None and name == "tf32" and node.parent is not None and "precision" in _text(node.parent):
             rule = "precision-downgrade"
@@ -2257,19 +2788,21 @@ class _CppRules:
             if target is not None and target.split("::")[0] in ("torch", "at"):
                 if name not in _CPP_TORCH_ALLOWED:
                     self.add("native-torch-compute", row, target)
-            elif self.using_namespaces & {"torch", "at"} and _method_computes(name) and \
-                    name not in self.defined_functions and any(self._is_tensor(a) for a in _cpp_arguments(node)):
+            elif (
+                self.using_namespaces & {"torch", "at"}
+                and _method_computes(name)
+                and name not in self.defined_functions
+                and any(self._is_tensor(a) for a in _cpp_arguments(node))
+            ):
                 self.add("native-torch-compute", row, f"{name} (via using namespace)")
         elif function.type == "field_expression":
             method = _method_name(function)
             receiver = _field(function, "argument")
             if (_method_computes(method) or method == "forward") and receiver is not None:
                 receiver_name = _text(receiver) if receiver.type == "identifier" else None
-                if self._is_tensor(receiver) or (
-                    receiver_name is not None and self._declared(receiver_name, receiver) != "other"
-                ):
-                    self.add("native-torch-compute", row, f".{method}()")
-                elif receiver.type == "call_expression" and not self._non_tensor_call(receiver):
+                declared = self._declared(receiver_name, receiver) if receiver_name is not None else "other"
+                called = receiver.type == "call_expression" and not self._non_tensor_call(receiver)
+                if self._is_tensor(receiver) or declared != "other" or called:
                     self.add("native-torch-compute", row, f".{method}()")
 
     def _non_tensor_call(self, node: tree_sitter.Node) -> bool:
@@ -2287,17 +2820,25 @@ class _CppRules:
         if "##" in body and re.search(r"\b(torch|at)\s*::", body):
             self.add("native-torch-compute", row, "token pasting with torch::/at:: names")
         if self.depth == 0 and body.strip() and value is not None:
-            nested = NativeSource(self.source.language, "void __kg_macro() { " + body.replace("\\\n", "  \n") + "; }",
-                                  self.source.line, self.source.lines)
-            rules = _CppRules(nested, self.findings, self.half_ok, self.depth + 1, value.start_point.row + self.row_offset)
+            nested = NativeSource(
+                self.source.language,
+                "void __kg_macro() { " + body.replace("\\\n", "  \n") + "; }",
+                self.source.line,
+                self.source.lines,
+            )
+            rules = _CppRules(
+                nested, self.findings, self.half_ok, self.depth + 1, value.start_point.row + self.row_offset
+            )
             rules.tensor_names = {-1: set().union(*self.tensor_names.values())}
             rules.run()
 
     def _function_definition(self, node: tree_sitter.Node) -> None:
         declarator = _field(node, "declarator")
-        while declarator is not None and declarator.type not in ("function_declarator",) and _field(
-            declarator, "declarator"
-        ) is not None:
+        while (
+            declarator is not None
+            and declarator.type not in ("function_declarator",)
+            and _field(declarator, "declarator") is not None
+        ):
             declarator = _field(declarator, "declarator")
         if declarator is None:
             return

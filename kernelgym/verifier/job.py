@@ -28,6 +28,9 @@ class JudgeJob:
             one for the post-timing re-check (drawn by the caller).
         extract_seconds: time the caller spent extracting.
         inspect_seconds: time the caller spent on static analysis.
+        build_only: stop after the build stage (a build-ahead step that fills the
+            content-addressed cache; the Ray pool runs it on CPU actors before a
+            GPU actor checks and times the candidate).
     """
 
     task: Task
@@ -37,3 +40,4 @@ class JudgeJob:
     seeds: tuple[int, ...]
     extract_seconds: float = 0.0
     inspect_seconds: float = 0.0
+    build_only: bool = False

@@ -340,7 +340,7 @@ def _compile_baseline(h: _Harness, reference: torch.nn.Module, input_sets: list[
 
 
 def judge(job: JudgeJob, build_root: Path, work_dir: Path, on_stage: Callable[[str], None] = lambda _s: None) -> EvalResult:
-    """Build, check, time and score one candidate. Runs inside a worker process only."""
+    """Build, check, time and score one candidate (only build it when ``job.build_only``). Runs inside a worker only."""
     backend = get_backend(job.backend)
     progress = _Progress(seconds={"extract": job.extract_seconds, "inspect": job.inspect_seconds})
     h = _Harness(job, backend, work_dir, build_root)
@@ -349,11 +349,12 @@ def judge(job: JudgeJob, build_root: Path, work_dir: Path, on_stage: Callable[[s
         with _stage("build", progress, on_stage):
             h.load()
             progress.compiled = True
-        with _stage("check", progress, on_stage):
-            models = _check(h, progress)
-        if job.config.timing:
-            with _stage("time", progress, on_stage):
-                _time(h, progress, models)
+        if not job.build_only:
+            with _stage("check", progress, on_stage):
+                models = _check(h, progress)
+            if job.config.timing:
+                with _stage("time", progress, on_stage):
+                    _time(h, progress, models)
     except Verdict as verdict:
         status, details, violations, lead = verdict.status, verdict.details, verdict.violations, verdict.lead
     except MemoryError:

@@ -21,6 +21,7 @@ def make_env(**kwargs) -> KernelEnv:
     return KernelEnv(toy_suite(), **kwargs)
 
 
+@pytest.mark.filterwarnings("ignore:.*Not able to test alternative render modes")
 def test_check_env_passes_with_fake_verifier():
     # No spec: check_env also checks that seeded reset + the same action give the same step.
     env = make_env(render_mode="ansi")
@@ -148,7 +149,8 @@ def test_render_ansi():
     env.step("ok 1.5")
     text = env.render()
     assert "status ok" in text and "1.50x" in text and "turn 1/4" in text
-    assert make_env().render() is None
+    with pytest.warns(UserWarning, match="render_mode='ansi'"):
+        assert make_env().render() is None
 
 
 def test_step_before_reset_and_bad_arguments():

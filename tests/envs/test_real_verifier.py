@@ -16,7 +16,7 @@ from gymnasium.vector import AsyncVectorEnv
 import kernelgym  # noqa: F401  (registers the environments)
 from kernelgym.envs import KernelEnv, KernelVectorEnv
 from kernelgym.errors import BackendUnavailableError
-from kernelgym.verifier import RewardSpec, VerifierConfig
+from kernelgym.verifier import RewardSpec, Verifier, VerifierConfig
 
 FAST = VerifierConfig(warmup=1, runs=5, input_sets=2)
 TASK_ID = "level1/1_ReLU"
@@ -100,11 +100,11 @@ def test_vector_env_statuses_match_single_envs(relu_solution):
     envs.close()
 
     singles = []
-    for action in actions:
-        env = KernelEnv("cpu", success_speedup=0.0, verifier_config=FAST)
-        env.reset(seed=0, options={"task_id": TASK_ID})
-        singles.append(env.step(action))
-        env.close()
+    with Verifier(backend="cpp", config=FAST) as verifier:  # one worker pool for the four single envs
+        for action in actions:
+            env = KernelEnv("cpu", success_speedup=0.0, verifier=verifier)
+            env.reset(seed=0, options={"task_id": TASK_ID})
+            singles.append(env.step(action))
 
     assert infos["status"].tolist() == [info["status"] for *_, info in singles] == [
         "format_error", "illegal", "ok", "ok"]

@@ -79,15 +79,18 @@ def test_compile_time_errors_are_syntax_errors():
         extract_program(PROGRAM + "return 1\n")
 
 
-@pytest.mark.parametrize(("code", "match"), [
-    ("import torch\nModelNew = torch.nn.Identity\n", "must be a class"),
-    ("def ModelNew():\n    return None\n", "must be a class"),
-    ("from somewhere import ModelNew\n", "must be a class"),
-    ("import torch\nif True:\n    class ModelNew(torch.nn.Module):\n        pass\n", "top level"),
-    ("class ModelNew:\n    pass\n", "no base class"),
-    ("class ModelNew():\n    pass\n", "no base class"),
-    ("import torch\nclass Model(torch.nn.Module):\n    pass\n", "does not define"),
-])
+@pytest.mark.parametrize(
+    ("code", "match"),
+    [
+        ("import torch\nModelNew = torch.nn.Identity\n", "must be a class"),
+        ("def ModelNew():\n    return None\n", "must be a class"),
+        ("from somewhere import ModelNew\n", "must be a class"),
+        ("import torch\nif True:\n    class ModelNew(torch.nn.Module):\n        pass\n", "top level"),
+        ("class ModelNew:\n    pass\n", "no base class"),
+        ("class ModelNew():\n    pass\n", "no base class"),
+        ("import torch\nclass Model(torch.nn.Module):\n    pass\n", "does not define"),
+    ],
+)
 def test_modelnew_must_be_a_top_level_class_with_a_base(code, match):
     with pytest.raises(FormatError, match=match):
         extract_program(fenced(code))
@@ -112,11 +115,14 @@ def test_oversized_and_binary_responses():
         extract_program(None)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("code", [
-    "import torch\nx = " + "-" * 200_000 + "1\nclass ModelNew(torch.nn.Module):\n    pass\n",
-    "import torch\nx = " + "(" * 300 + ")" * 300 + "\nclass ModelNew(torch.nn.Module):\n    pass\n",
-    "import torch\n" + "".join(" " * i + "if x:\n" for i in range(150)) + " " * 150 + "pass\n",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import torch\nx = " + "-" * 200_000 + "1\nclass ModelNew(torch.nn.Module):\n    pass\n",
+        "import torch\nx = " + "(" * 300 + ")" * 300 + "\nclass ModelNew(torch.nn.Module):\n    pass\n",
+        "import torch\n" + "".join(" " * i + "if x:\n" for i in range(150)) + " " * 150 + "pass\n",
+    ],
+)
 def test_deep_nesting_is_a_format_error(code):
     with pytest.raises(FormatError, match="nested|syntax error"):
         extract_program(code)

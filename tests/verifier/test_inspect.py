@@ -33,19 +33,31 @@ torch::Tensor relu_forward(torch::Tensor x) {
 FUNCTIONS = '["relu_forward"]'
 
 
-def program(forward: str = "return module.relu_forward(x)", prelude: str = "", cpp: str = CPP_OK, init: str = "",
-            methods: str = "", functions: str = FUNCTIONS, loader: bool = True) -> str:
+def program(
+    forward: str = "return module.relu_forward(x)",
+    prelude: str = "",
+    cpp: str = CPP_OK,
+    init: str = "",
+    methods: str = "",
+    functions: str = FUNCTIONS,
+    loader: bool = True,
+) -> str:
     """A KernelBench-style answer with the given pieces (forward takes ``x``)."""
-    build = (f'module = load_inline(name="t", cpp_sources=cpp_source, functions={functions})\n' if loader else "")
+    build = f'module = load_inline(name="t", cpp_sources=cpp_source, functions={functions})\n' if loader else ""
     return (
         "import torch\nfrom torch import nn\nfrom torch.utils.cpp_extension import load_inline\n"
         + prelude
-        + '\ncpp_source = r"""\n' + cpp + '"""\n'
+        + '\ncpp_source = r"""\n'
+        + cpp
+        + '"""\n'
         + build
         + "\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         + textwrap.indent(init, " " * 8)
-        + "\n" + textwrap.indent(methods, " " * 4)
-        + "\n    def forward(self, x):\n" + textwrap.indent(forward, " " * 8) + "\n"
+        + "\n"
+        + textwrap.indent(methods, " " * 4)
+        + "\n    def forward(self, x):\n"
+        + textwrap.indent(forward, " " * 8)
+        + "\n"
     )
 
 
@@ -81,12 +93,17 @@ CASES: list[tuple[str, str, str]] = [
     ("torch-compute-in-forward", "torch function", program("return torch.relu(module.relu_forward(x))")),
     ("torch-compute-in-forward", "F alias", program("return F.gelu(x)", prelude="import torch.nn.functional as F\n")),
     ("torch-compute-in-forward", "module-level alias", program("return mm(x, x)", prelude="mm = torch.matmul\n")),
-    ("torch-compute-in-forward", "from-import alias",
-     program("return sg(x)", prelude="from torch import sigmoid as sg\n")),
-    ("torch-compute-in-forward", "getattr with built name",
-     program("return act(x)", prelude='act = getattr(torch, "ta" + "nh")\n')),
-    ("torch-compute-in-forward", "getattr reversed string",
-     program("return getattr(torch, 'uler'[::-1])(x)")),
+    (
+        "torch-compute-in-forward",
+        "from-import alias",
+        program("return sg(x)", prelude="from torch import sigmoid as sg\n"),
+    ),
+    (
+        "torch-compute-in-forward",
+        "getattr with built name",
+        program("return act(x)", prelude='act = getattr(torch, "ta" + "nh")\n'),
+    ),
+    ("torch-compute-in-forward", "getattr reversed string", program("return getattr(torch, 'uler'[::-1])(x)")),
     ("torch-compute-in-forward", "nn.functional via nn", program("return nn.functional.relu(x)")),
     ("torch-compute-in-forward", "tensor method", program("return x.sum(dim=1)")),
     ("torch-compute-in-forward", "in-place tensor method", program("x.relu_()\nreturn module.relu_forward(x)")),
@@ -96,53 +113,125 @@ CASES: list[tuple[str, str, str]] = [
     ("torch-compute-in-forward", "unary minus", program("y = module.relu_forward(x)\nreturn -y")),
     ("torch-compute-in-forward", "augmented assignment", program("y = module.relu_forward(x)\ny += 1\nreturn y")),
     ("torch-compute-in-forward", "comparison", program("return module.relu_forward(x) > 0")),
-    ("torch-compute-in-forward", "operator on parameter",
-     program("return module.relu_forward(x) * self.w", init="self.w = nn.Parameter(torch.ones(4))")),
-    ("torch-compute-in-forward", "nn submodule call",
-     program("return module.relu_forward(self.lin(x))", init="self.lin = nn.Linear(4, 4)")),
-    ("torch-compute-in-forward", "submodule forward", program("return self.lin.forward(x)",
-                                                             init="self.lin = nn.Linear(4, 4)")),
-    ("torch-compute-in-forward", "helper method",
-     program("return self._helper(x)", methods="def _helper(self, t):\n    return t.exp()\n")),
-    ("torch-compute-in-forward", "helper function taints its parameter",
-     program("return helper(x)", prelude="def helper(t):\n    return t * 3\n")),
+    (
+        "torch-compute-in-forward",
+        "operator on parameter",
+        program("return module.relu_forward(x) * self.w", init="self.w = nn.Parameter(torch.ones(4))"),
+    ),
+    (
+        "torch-compute-in-forward",
+        "nn submodule call",
+        program("return module.relu_forward(self.lin(x))", init="self.lin = nn.Linear(4, 4)"),
+    ),
+    (
+        "torch-compute-in-forward",
+        "submodule forward",
+        program("return self.lin.forward(x)", init="self.lin = nn.Linear(4, 4)"),
+    ),
+    (
+        "torch-compute-in-forward",
+        "helper method",
+        program("return self._helper(x)", methods="def _helper(self, t):\n    return t.exp()\n"),
+    ),
+    (
+        "torch-compute-in-forward",
+        "helper function taints its parameter",
+        program("return helper(x)", prelude="def helper(t):\n    return t * 3\n"),
+    ),
     ("torch-compute-in-forward", "lambda", program("f = lambda t: t.tanh()\nreturn f(x)")),
-    ("torch-compute-in-forward", "module-level lambda", program("return f(x)", prelude="f = lambda t: torch.tanh(t)\n")),
-    ("torch-compute-in-forward", "numpy", program("return torch.from_numpy(np.maximum(x.numpy(), 0))",
-                                                  prelude="import numpy as np\n")),
+    (
+        "torch-compute-in-forward",
+        "module-level lambda",
+        program("return f(x)", prelude="f = lambda t: torch.tanh(t)\n"),
+    ),
+    (
+        "torch-compute-in-forward",
+        "numpy",
+        program("return torch.from_numpy(np.maximum(x.numpy(), 0))", prelude="import numpy as np\n"),
+    ),
     ("torch-compute-in-forward", "builtin abs on tensor", program("return abs(x)")),
+    ("torch-compute-in-forward", "builtin sum over tensors", program("return sum([x, x])")),
+    (
+        "torch-compute-in-forward",
+        "operator module",
+        program("return operator.mul(module.relu_forward(x), 2)", prelude="import operator\n"),
+    ),
+    ("torch-compute-in-forward", "method through __class__", program("return x.__class__.relu(x)")),
+    (
+        "torch-compute-in-forward",
+        "forward replaced after the class",
+        program() + "\nModelNew.forward = lambda self, x: x.relu()\n",
+    ),
+    (
+        "torch-compute-in-forward",
+        "functools.partial",
+        program(
+            "return self.op(x, x)",
+            init="self.op = functools.partial(torch.add, alpha=1)",
+            prelude="import functools\n",
+        ),
+    ),
     ("torch-compute-in-forward", "torch.ops.aten", program("return torch.ops.aten.relu(x)")),
-    ("torch-compute-in-forward", "forward assigned in class body",
-     program("return module.relu_forward(x)", methods="__call__ = torch.relu\n")),
-    ("torch-compute-in-forward", "forward hook",
-     program("return module.relu_forward(x)", init="self.register_forward_hook(lambda m, i, o: o.exp())")),
-    ("torch-compute-in-forward", "autograd Function", program(
-        "return Fn.apply(x)", prelude="class Fn(torch.autograd.Function):\n    @staticmethod\n"
-        "    def forward(ctx, t):\n        return t.sigmoid()\n")),
+    (
+        "torch-compute-in-forward",
+        "forward assigned in class body",
+        program("return module.relu_forward(x)", methods="__call__ = torch.relu\n"),
+    ),
+    (
+        "torch-compute-in-forward",
+        "forward hook",
+        program("return module.relu_forward(x)", init="self.register_forward_hook(lambda m, i, o: o.exp())"),
+    ),
+    (
+        "torch-compute-in-forward",
+        "autograd Function",
+        program(
+            "return Fn.apply(x)",
+            prelude="class Fn(torch.autograd.Function):\n    @staticmethod\n"
+            "    def forward(ctx, t):\n        return t.sigmoid()\n",
+        ),
+    ),
     ("uses-reference-model", "instantiates Model", program("return module.relu_forward(Model()(x))")),
     ("inherits-model", "derives Model", program().replace("class ModelNew(nn.Module)", "class ModelNew(Model)")),
-    ("inherits-model", "derives Model through alias",
-     program(prelude="Base = Model\nclass Mid(Base):\n    pass\n").replace("ModelNew(nn.Module)", "ModelNew(Mid)")),
-    ("try-except-fallback", "try in forward",
-     program("try:\n    return module.relu_forward(x)\nexcept Exception:\n    return x")),
-    ("try-except-fallback", "contextlib.suppress in helper",
-     program("return run(x)", prelude="import contextlib\ndef run(t):\n    with contextlib.suppress(Exception):\n"
-             "        return module.relu_forward(t)\n    return t\n")),
+    (
+        "inherits-model",
+        "derives Model through alias",
+        program(prelude="Base = Model\nclass Mid(Base):\n    pass\n").replace("ModelNew(nn.Module)", "ModelNew(Mid)"),
+    ),
+    (
+        "try-except-fallback",
+        "try in forward",
+        program("try:\n    return module.relu_forward(x)\nexcept Exception:\n    return x"),
+    ),
+    (
+        "try-except-fallback",
+        "contextlib.suppress in helper",
+        program(
+            "return run(x)",
+            prelude="import contextlib\ndef run(t):\n    with contextlib.suppress(Exception):\n"
+            "        return module.relu_forward(t)\n    return t\n",
+        ),
+    ),
     ("threading", "import threading", program(prelude="import threading\n")),
     ("threading", "from multiprocessing", program(prelude="from multiprocessing import Pool\n")),
     ("threading", "concurrent.futures", program(prelude="import concurrent.futures as cf\n")),
     ("threading", "os.fork", program("os.fork()\nreturn module.relu_forward(x)", prelude="import os\n")),
-    ("extra-stream", "torch.cuda.Stream",
-     program("with torch.cuda.stream(torch.cuda.Stream()):\n    return module.relu_forward(x)")),
+    (
+        "extra-stream",
+        "torch.cuda.Stream",
+        program("with torch.cuda.stream(torch.cuda.Stream()):\n    return module.relu_forward(x)"),
+    ),
     ("monkey-patching", "time.perf_counter", program(prelude="import time\ntime.perf_counter = lambda: 0.0\n")),
     ("monkey-patching", "torch.cuda.synchronize", program(prelude="torch.cuda.synchronize = lambda: None\n")),
     ("monkey-patching", "setattr on torch", program(prelude='setattr(torch, "allclose", lambda *a, **k: True)\n')),
     ("monkey-patching", "Tensor dunder", program(prelude="torch.Tensor.__eq__ = lambda a, b: True\n")),
     ("monkey-patching", "sys.modules", program(prelude="import sys\nsys.modules['torch'] = None\n")),
-    ("monkey-patching", "torch.library on aten",
-     program(prelude='lib = torch.library.Library("aten", "IMPL")\n')),
-    ("monkey-patching", "TORCH_LIBRARY_IMPL(aten)", program(
-        cpp=CPP_OK + "TORCH_LIBRARY_IMPL(aten, CPU, m) { m.impl(\"relu\", relu_forward); }\n")),
+    ("monkey-patching", "torch.library on aten", program(prelude='lib = torch.library.Library("aten", "IMPL")\n')),
+    (
+        "monkey-patching",
+        "TORCH_LIBRARY_IMPL(aten)",
+        program(cpp=CPP_OK + 'TORCH_LIBRARY_IMPL(aten, CPU, m) { m.impl("relu", relu_forward); }\n'),
+    ),
     ("global-flags", "cudnn flag", program(prelude="torch.backends.cudnn.benchmark = True\n")),
     ("global-flags", "allow_tf32", program(prelude="torch.backends.cuda.matmul.allow_tf32 = True\n")),
     ("global-flags", "set_num_threads", program(prelude="torch.set_num_threads(1)\n")),
@@ -155,8 +244,13 @@ CASES: list[tuple[str, str, str]] = [
     ("precision-downgrade", "autocast", program("with torch.autocast('cpu'):\n    return module.relu_forward(x)")),
     ("precision-downgrade", "at::Half in C++", cpp_program("auto p = x.data_ptr<at::Half>();\nreturn x;")),
     ("precision-downgrade", "__half in CUDA", cpp_program("__half h = __float2half(1.f);\nreturn x;")),
-    ("precision-downgrade", "tl.float16 in Triton",
-     TRITON_OK.replace("tl.load(x_ptr + offs, mask=offs < n)", "tl.load(x_ptr + offs, mask=offs < n).to(tl.float16)")),
+    (
+        "precision-downgrade",
+        "tl.float16 in Triton",
+        TRITON_OK.replace(
+            "tl.load(x_ptr + offs, mask=offs < n)", "tl.load(x_ptr + offs, mask=offs < n).to(tl.float16)"
+        ),
+    ),
     ("file-access", "open", program("open('/tmp/answer')\nreturn module.relu_forward(x)")),
     ("file-access", "pickle import", program(prelude="import pickle\n")),
     ("file-access", "torch.load", program("return torch.load('answer.pt')")),
@@ -166,17 +260,27 @@ CASES: list[tuple[str, str, str]] = [
     ("network", "urllib", program(prelude="import urllib.request\n")),
     ("subprocess", "subprocess", program(prelude="import subprocess\n")),
     ("subprocess", "os.system", program(prelude='import os\nos.system("nvidia-smi")\n')),
-    ("output-cache", "data_ptr key",
-     program("return self.c.setdefault(x.data_ptr(), module.relu_forward(x))", init="self.c = {}")),
-    ("output-cache", "data_ptr via a local", program(
-        "k = x.data_ptr()\nif k not in self.c:\n    self.c[k] = module.relu_forward(x)\nreturn self.c[k]",
-        init="self.c = {}")),
+    (
+        "output-cache",
+        "data_ptr key",
+        program("return self.c.setdefault(x.data_ptr(), module.relu_forward(x))", init="self.c = {}"),
+    ),
+    (
+        "output-cache",
+        "data_ptr via a local",
+        program(
+            "k = x.data_ptr()\nif k not in self.c:\n    self.c[k] = module.relu_forward(x)\nreturn self.c[k]",
+            init="self.c = {}",
+        ),
+    ),
     ("output-cache", "id key", program("return CACHE.get(id(x)) or module.relu_forward(x)", prelude="CACHE = {}\n")),
-    ("output-cache", "data_ptr stored on self",
-     program("self.last = x.data_ptr()\nreturn module.relu_forward(x)")),
+    ("output-cache", "data_ptr stored on self", program("self.last = x.data_ptr()\nreturn module.relu_forward(x)")),
     ("harness-introspection", "inspect import", program(prelude="import inspect\n")),
-    ("harness-introspection", "sys._getframe", program("sys._getframe(1)\nreturn module.relu_forward(x)",
-                                                       prelude="import sys\n")),
+    (
+        "harness-introspection",
+        "sys._getframe",
+        program("sys._getframe(1)\nreturn module.relu_forward(x)", prelude="import sys\n"),
+    ),
     ("harness-introspection", "gc.get_objects", program(prelude="import gc\nOBJS = gc.get_objects()\n")),
     ("harness-introspection", "frame attribute", program("f = self.frame.f_back\nreturn module.relu_forward(x)")),
     ("harness-introspection", "__subclasses__", program(prelude="KIDS = nn.Module.__subclasses__()\n")),
@@ -195,9 +299,14 @@ CASES: list[tuple[str, str, str]] = [
     ("torch-compiler", "CUDA graph", program(init="self.g = torch.cuda.CUDAGraph()")),
     ("private-torch-api", "torch._C", program(prelude="torch._C._set_grad_enabled(False)\n")),
     ("tensor-subclass", "Tensor subclass", program(prelude="class Lazy(torch.Tensor):\n    pass\n")),
-    ("tensor-subclass", "__torch_function__", program(
-        prelude="class Lazy:\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n"
-        "        return f(*a)\n")),
+    (
+        "tensor-subclass",
+        "__torch_function__",
+        program(
+            prelude="class Lazy:\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n"
+            "        return f(*a)\n"
+        ),
+    ),
     ("no-native-kernel", "no load_inline", program("return x.new_empty(x.shape)", loader=False)),
     ("no-native-kernel", "triton backend without @triton.jit", program()),
     ("kernel-not-called", "extension built, never called", program("return x.new_empty(x.shape)")),
@@ -207,48 +316,94 @@ CASES: list[tuple[str, str, str]] = [
     ("native-torch-compute", "tensor method on call result", cpp_program("return x.contiguous().exp();")),
     ("native-torch-compute", "tensor operator", cpp_program("auto y = x.contiguous();\nreturn y + y;")),
     ("native-torch-compute", "tensor compound assignment", cpp_program("auto y = x.clone();\ny += 1;\nreturn y;")),
-    ("native-torch-compute", "using namespace torch",
-     cpp_program("return relu(x);", prelude="#include <torch/extension.h>\nusing namespace torch;\n")),
-    ("native-torch-compute", "using-declaration",
-     cpp_program("return softmax(x, 0);", prelude="#include <torch/extension.h>\nusing torch::softmax;\n")),
-    ("native-torch-compute", "namespace alias", cpp_program(
-        "return F::relu(x);", prelude="#include <torch/extension.h>\nnamespace F = torch::nn::functional;\n")),
-    ("native-torch-compute", "macro body", cpp_program(
-        "return MM(x, x);", prelude="#include <torch/extension.h>\n#define MM(a, b) at::mm(a, b)\n")),
+    (
+        "native-torch-compute",
+        "using namespace torch",
+        cpp_program("return relu(x);", prelude="#include <torch/extension.h>\nusing namespace torch;\n"),
+    ),
+    (
+        "native-torch-compute",
+        "using-declaration",
+        cpp_program("return softmax(x, 0);", prelude="#include <torch/extension.h>\nusing torch::softmax;\n"),
+    ),
+    (
+        "native-torch-compute",
+        "namespace alias",
+        cpp_program(
+            "return F::relu(x);", prelude="#include <torch/extension.h>\nnamespace F = torch::nn::functional;\n"
+        ),
+    ),
+    (
+        "native-torch-compute",
+        "macro body",
+        cpp_program("return MM(x, x);", prelude="#include <torch/extension.h>\n#define MM(a, b) at::mm(a, b)\n"),
+    ),
     ("native-torch-compute", "nn module in C++", cpp_program("torch::nn::Linear lin(4, 4);\nreturn lin->forward(x);")),
     ("native-process", "fork", cpp_program("fork();\nreturn x;")),
     ("native-process", "std::thread", cpp_program("std::thread t([] {});\nt.join();\nreturn x;")),
     ("native-process", "system", cpp_program('system("ls");\nreturn x;')),
-    ("native-process", "#include <thread>", cpp_program("return x;", prelude="#include <torch/extension.h>\n"
-                                                                          "#include <thread>\n")),
+    (
+        "native-process",
+        "#include <thread>",
+        cpp_program("return x;", prelude="#include <torch/extension.h>\n#include <thread>\n"),
+    ),
     ("native-file", "fopen", cpp_program('FILE* f = fopen("a.bin", "rb");\nreturn x;')),
     ("native-file", "ifstream", cpp_program('std::ifstream in("a.bin");\nreturn x;')),
     ("native-file", "/dev/shm literal", cpp_program('const char* p = "/dev/shm/answer";\nreturn x;')),
     ("native-file", "mmap", cpp_program("void* p = mmap(nullptr, 4096, 1, 1, -1, 0);\nreturn x;")),
     ("native-stream", "cudaStreamCreate", cpp_program("cudaStream_t s;\ncudaStreamCreate(&s);\nreturn x;")),
     ("native-stream", "getStreamFromPool", cpp_program("auto s = at::cuda::getStreamFromPool();\nreturn x;")),
-    ("native-stream", "launch on another stream", cpp_program(
-        "k<<<1, 32, 0, other>>>(x.data_ptr<float>());\nreturn x;",
-        prelude="#include <torch/extension.h>\n__global__ void k(float* p) {}\n")),
-    ("native-timer-patch", "cudaEventElapsedTime",
-     cpp_program("float ms;\ncudaEventElapsedTime(&ms, a, b);\nreturn x;")),
+    (
+        "native-stream",
+        "launch on another stream",
+        cpp_program(
+            "k<<<1, 32, 0, other>>>(x.data_ptr<float>());\nreturn x;",
+            prelude="#include <torch/extension.h>\n__global__ void k(float* p) {}\n",
+        ),
+    ),
+    (
+        "native-timer-patch",
+        "cudaEventElapsedTime",
+        cpp_program("float ms;\ncudaEventElapsedTime(&ms, a, b);\nreturn x;"),
+    ),
     ("native-timer-patch", "dlsym", cpp_program('void* f = dlsym(RTLD_NEXT, "clock_gettime");\nreturn x;')),
-    ("native-timer-patch", "defines a CUDA API function", program(
-        cpp=CPP_OK + 'extern "C" int cudaEventRecord(void* e, void* s) { return 0; }\n')),
-    ("native-timer-patch", "load-time constructor", program(
-        cpp=CPP_OK + "__attribute__((constructor)) static void early() {}\n")),
-    ("native-python-call", "pybind import", cpp_program(
-        'auto relu = py::module_::import("torch").attr("relu");\nreturn relu(x).cast<torch::Tensor>();')),
+    (
+        "native-timer-patch",
+        "defines a CUDA API function",
+        program(cpp=CPP_OK + 'extern "C" int cudaEventRecord(void* e, void* s) { return 0; }\n'),
+    ),
+    (
+        "native-timer-patch",
+        "load-time constructor",
+        program(cpp=CPP_OK + "__attribute__((constructor)) static void early() {}\n"),
+    ),
+    (
+        "native-python-call",
+        "pybind import",
+        cpp_program('auto relu = py::module_::import("torch").attr("relu");\nreturn relu(x).cast<torch::Tensor>();'),
+    ),
     ("native-python-call", "PyRun", cpp_program('PyRun_SimpleString("import torch");\nreturn x;')),
     ("native-library", "cublas", cpp_program("cublasSgemm(h, a, b, 1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 1);\nreturn x;")),
-    ("native-library", "cblas include", cpp_program("return x;", prelude="#include <torch/extension.h>\n"
-                                                                      "#include <cblas.h>\n")),
-    ("native-library", "-lcublas flag", program().replace(
-        'functions=["relu_forward"])', 'functions=["relu_forward"], extra_ldflags=["-lcublas"])')),
-    ("l2-persist", "access policy window", cpp_program(
-        "cudaStreamAttrValue attr;\nattr.accessPolicyWindow.num_bytes = 1 << 20;\nreturn x;")),
-    ("l2-persist", "persisting L2 limit",
-     cpp_program("cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 1 << 20);\nreturn x;")),
+    (
+        "native-library",
+        "cblas include",
+        cpp_program("return x;", prelude="#include <torch/extension.h>\n#include <cblas.h>\n"),
+    ),
+    (
+        "native-library",
+        "-lcublas flag",
+        program().replace('functions=["relu_forward"])', 'functions=["relu_forward"], extra_ldflags=["-lcublas"])'),
+    ),
+    (
+        "l2-persist",
+        "access policy window",
+        cpp_program("cudaStreamAttrValue attr;\nattr.accessPolicyWindow.num_bytes = 1 << 20;\nreturn x;"),
+    ),
+    (
+        "l2-persist",
+        "persisting L2 limit",
+        cpp_program("cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 1 << 20);\nreturn x;"),
+    ),
 ]
 
 
@@ -274,44 +429,85 @@ def test_every_rule_has_a_case():
 # --------------------------------------------------------------------------------------------
 
 NEGATIVES: list[tuple[str, str]] = [
-    ("python comment and docstring mention torch.matmul", program(
-        '"""Like torch.matmul(a, b) but hand-written; Model is the reference."""\n'
-        "# torch.relu(x) would be a fallback\nreturn module.relu_forward(x)")),
-    ("C++ comments mention torch::matmul", program(cpp=CPP_OK + "// torch::matmul(a, b) and x.sum()\n"
-                                                   "/* at::relu(x); std::thread t; fopen(\"/dev/shm/x\") */\n")),
-    ("extension functions named like tensor ops", program(
-        "y = module.sum(x)\nreturn module.relu(y)",
-        cpp=CPP_OK.replace("relu_forward", "relu") + "torch::Tensor sum(torch::Tensor x) { return relu(x); }\n",
-        functions='["relu", "sum"]')),
-    ("shape arithmetic", program(
-        "n = x.numel()\nblocks = (n + 255) // 256 * 2 - 1\nrows = x.size(0) * x.shape[1] // x.dim()\n"
-        "assert blocks > 0 and rows == n // x.dim()\nreturn module.relu_forward(x.view(-1)).view(x.shape)")),
-    ("reads parameters of a submodule", program(
-        "return module.relu_forward(self.lin.weight.t().contiguous())", init="self.lin = nn.Linear(4, 4)")),
-    ("math on scalars", program("s = math.exp(1.0) * math.sqrt(4)\nreturn module.relu_forward(x)",
-                                prelude="import math\n")),
-    ("allocation, views and device helpers", program(
-        "out = torch.empty_like(x)\nbuf = torch.zeros(x.shape, dtype=torch.float32, device=x.device)\n"
-        "s = torch.cuda.current_stream() if torch.cuda.is_available() else None\n"
-        "y = module.relu_forward(x.contiguous().view(-1).reshape(x.shape).to(x.device))\n"
-        "out.copy_(y)\nbuf.zero_()\nreturn out")),
-    ("dtype checks", program("if x.dtype != torch.float32 or x.device.type != 'cpu':\n    raise ValueError('x')\n"
-                             "return module.relu_forward(x)")),
+    (
+        "python comment and docstring mention torch.matmul",
+        program(
+            '"""Like torch.matmul(a, b) but hand-written; Model is the reference."""\n'
+            "# torch.relu(x) would be a fallback\nreturn module.relu_forward(x)"
+        ),
+    ),
+    (
+        "C++ comments mention torch::matmul",
+        program(
+            cpp=CPP_OK + '// torch::matmul(a, b) and x.sum()\n/* at::relu(x); std::thread t; fopen("/dev/shm/x") */\n'
+        ),
+    ),
+    (
+        "extension functions named like tensor ops",
+        program(
+            "y = module.sum(x)\nreturn module.relu(y)",
+            cpp=CPP_OK.replace("relu_forward", "relu") + "torch::Tensor sum(torch::Tensor x) { return relu(x); }\n",
+            functions='["relu", "sum"]',
+        ),
+    ),
+    (
+        "shape arithmetic",
+        program(
+            "n = x.numel()\nblocks = (n + 255) // 256 * 2 - 1\nrows = x.size(0) * x.shape[1] // x.dim()\n"
+            "assert blocks > 0 and rows == n // x.dim()\nreturn module.relu_forward(x.view(-1)).view(x.shape)"
+        ),
+    ),
+    (
+        "reads parameters of a submodule",
+        program("return module.relu_forward(self.lin.weight.t().contiguous())", init="self.lin = nn.Linear(4, 4)"),
+    ),
+    (
+        "math on scalars",
+        program("s = math.exp(1.0) * math.sqrt(4)\nreturn module.relu_forward(x)", prelude="import math\n"),
+    ),
+    (
+        "allocation, views and device helpers",
+        program(
+            "out = torch.empty_like(x)\nbuf = torch.zeros(x.shape, dtype=torch.float32, device=x.device)\n"
+            "s = torch.cuda.current_stream() if torch.cuda.is_available() else None\n"
+            "y = module.relu_forward(x.contiguous().view(-1).reshape(x.shape).to(x.device))\n"
+            "out.copy_(y)\nbuf.zero_()\nreturn out"
+        ),
+    ),
+    (
+        "dtype checks",
+        program(
+            "if x.dtype != torch.float32 or x.device.type != 'cpu':\n    raise ValueError('x')\n"
+            "return module.relu_forward(x)"
+        ),
+    ),
     ("extension held on self", program("return self.ext.relu_forward(x)", init="self.ext = module")),
-    ("C++ locals named like rules", cpp_program(
-        "int half = (int)x.numel() / 2;\nint64_t stream = 0, system_size = half;\n"
-        "std::vector<float> v(half);\nv.push_back(std::max(1.f, std::exp(0.f)));\n"
-        "TORCH_CHECK(x.scalar_type() == at::kFloat && x.size(0) * 2 > 0, \"bad\");\n"
-        "auto acc = x.accessor<float, 2>();\nreturn torch::empty_like(x);")),
-    ("C++ lambda and OpenMP", cpp_program(
-        "auto out = torch::empty_like(x);\nfloat* o = out.data_ptr<float>();\n"
-        "auto f = [&](int64_t i) { o[i] = 0.f; };\n#pragma omp parallel for\n"
-        "for (int64_t i = 0; i < out.numel(); ++i) f(i);\nreturn out;")),
-    ("CUDA launch on the current stream", cpp_program(
-        "k<<<1, 32, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>());\n"
-        "auto s = at::cuda::getCurrentCUDAStream();\nk<<<1, 32, 0, s>>>(x.data_ptr<float>());\n"
-        "k<<<dim3(1), dim3(32)>>>(x.data_ptr<float>());\nreturn x;",
-        prelude="#include <torch/extension.h>\n__global__ void k(float* __restrict__ p) { p[threadIdx.x] = 0.f; }\n")),
+    (
+        "C++ locals named like rules",
+        cpp_program(
+            "int half = (int)x.numel() / 2;\nint64_t stream = 0, system_size = half;\n"
+            "std::vector<float> v(half);\nv.push_back(std::max(1.f, std::exp(0.f)));\n"
+            'TORCH_CHECK(x.scalar_type() == at::kFloat && x.size(0) * 2 > 0, "bad");\n'
+            "auto acc = x.accessor<float, 2>();\nreturn torch::empty_like(x);"
+        ),
+    ),
+    (
+        "C++ lambda and OpenMP",
+        cpp_program(
+            "auto out = torch::empty_like(x);\nfloat* o = out.data_ptr<float>();\n"
+            "auto f = [&](int64_t i) { o[i] = 0.f; };\n#pragma omp parallel for\n"
+            "for (int64_t i = 0; i < out.numel(); ++i) f(i);\nreturn out;"
+        ),
+    ),
+    (
+        "CUDA launch on the current stream",
+        cpp_program(
+            "k<<<1, 32, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>());\n"
+            "auto s = at::cuda::getCurrentCUDAStream();\nk<<<1, 32, 0, s>>>(x.data_ptr<float>());\n"
+            "k<<<dim3(1), dim3(32)>>>(x.data_ptr<float>());\nreturn x;",
+            prelude="#include <torch/extension.h>\n__global__ void k(float* __restrict__ p) { p[threadIdx.x] = 0.f; }\n",
+        ),
+    ),
     ("triton kernel launch", TRITON_OK),
 ]
 
@@ -330,9 +526,19 @@ def test_half_is_allowed_when_the_reference_uses_it():
 
 
 def test_runtime_rule_ids_are_not_static_rules():
-    runtime = {"aten-fallback", "decoy-kernel", "input-mutation", "output-not-plain-tensor", "output-aliases-input",
-               "global-state-changed", "stale-output", "shape-variant-mismatch", "mode-mismatch", "wrong-output",
-               "excessive-speedup"}
+    runtime = {
+        "aten-fallback",
+        "decoy-kernel",
+        "input-mutation",
+        "output-not-plain-tensor",
+        "output-aliases-input",
+        "global-state-changed",
+        "stale-output",
+        "shape-variant-mismatch",
+        "mode-mismatch",
+        "wrong-output",
+        "excessive-speedup",
+    }
     assert not runtime & set(RULES)
     assert all(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule) and RULES[rule] for rule in RULES)
 
@@ -496,17 +702,24 @@ def test_truncated_and_spliced_programs_never_raise(data):
     source = data.draw(st.sampled_from([p.read_text() for p in HACKS[:6] + LEGIT[:3]]))
     start = data.draw(st.integers(0, len(source)))
     stop = data.draw(st.integers(start, len(source)))
-    junk = data.draw(st.text(alphabet='()[]{}"\'\\#:<>;=\n abc', max_size=20))
+    junk = data.draw(st.text(alphabet="()[]{}\"'\\#:<>;=\n abc", max_size=20))
     mutated = source[:start] + junk + source[stop:]
     assert all(isinstance(v, Violation) for v in inspect_program(mutated, "cuda"))
     assert all(isinstance(s, NativeSource) for s in native_sources(mutated))
 
 
-@pytest.mark.parametrize("text", [
-    "", "   \n", "x = " + "(" * 3000 + "y" + ")" * 3000, "a" + ".b" * 3000,
-    'src = """' + "{" * 3000 + '"""\nload_inline(cpp_sources=src)', "\x00\x01\ufffe",
-    "class ModelNew(nn.Module):\n    def forward(self, x):\n        return " + "-" * 3000 + "x\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   \n",
+        "x = " + "(" * 3000 + "y" + ")" * 3000,
+        "a" + ".b" * 3000,
+        'src = """' + "{" * 3000 + '"""\nload_inline(cpp_sources=src)',
+        "\x00\x01\ufffe",
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return " + "-" * 3000 + "x\n",
+    ],
+)
 def test_pathological_inputs_never_raise(text):
     assert isinstance(inspect_program(text, "cpp"), tuple)
     assert isinstance(native_sources(text), list)

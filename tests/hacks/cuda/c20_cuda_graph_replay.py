@@ -1,7 +1,7 @@
 # task: level1/1_ReLU
 # expect: illegal
 # rule: torch-compiler
-# pattern: 21 — a captured CUDA graph replays a PyTorch op; timing collapses to a graph launch
+# pattern: 20 — batch-and-skip through a CUDA graph: the first input is captured, later calls replay it on stale data
 import torch
 from torch import nn
 from torch.utils.cpp_extension import load_inline

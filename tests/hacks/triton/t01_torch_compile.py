@@ -1,7 +1,7 @@
 # task: level1/1_ReLU
 # expect: illegal
 # rule: torch-compiler
-# pattern: 21 — torch.compile generates the kernel (and a Triton kernel is kept around as a decoy)
+# pattern: 1 — PyTorch fallback through torch.compile (a Triton kernel is kept around as a decoy)
 import torch
 import triton
 import triton.language as tl

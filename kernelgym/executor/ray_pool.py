@@ -1,0 +1,355 @@
+"""The Ray executor: the judge spread over a Ray cluster, pipelined and fault tolerant.
+
+Holds:
+    RayExecutor: builds candidates ahead on CPU actors while judge actors (one per
+        GPU, or CPU actors for the ``cpp`` backend) check and time them; the same
+        results as :class:`~kernelgym.executor.local.LocalExecutor`.
+    ActorInfo: one actor of the pool as seen from the caller (monitoring, tests).
+
+Every actor wraps a one-worker :class:`~kernelgym.executor.local.LocalExecutor`,
+so candidate code runs in the same sandboxed worker process as it does locally,
+never in the Ray actor itself. Builds go through the content-addressed cache in
+``cache_dir``: a build made by a build actor is found there by the judge actor,
+on any node that sees the same directory (a shared file system). ``ray`` is an
+optional extra (``pip install 'kernelgym[ray]'``), imported when an executor is made.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import socket
+import threading
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelgym.backends import get_backend
+from kernelgym.errors import BackendUnavailableError, require_extra
+from kernelgym.executor.local import LocalExecutor, failure_result
+from kernelgym.verifier.job import JudgeJob
+from kernelgym.verifier.result import EvalResult, Status
+
+__all__ = ["RayExecutor", "ActorInfo"]
+
+# A build-ahead result with one of these statuses is final: the judge would
+# reach the same verdict from the same sources. Any other failure (e.g. module
+# code that needs the GPU a build actor lacks) is judged again on a judge actor.
+_FINAL_AFTER_BUILD = (Status.COMPILE_ERROR, Status.FORMAT_ERROR, Status.ILLEGAL, Status.TIMEOUT)
+
+# Deaths of the actor working on one candidate before it is reported as a runtime error.
+_MAX_ACTOR_DEATHS = 2
+
+# What an actor does in each phase of a candidate, in words, and the stage a failure then counts in
+# (``build`` when it is unknown whether the candidate compiled).
+_PHASES = {
+    "build": ("building", "build"),
+    "judge": ("checking and timing", "check"),
+    "full": ("building, checking and timing", "build"),
+}
+
+
+def _reason(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:600]
+
+
+class _SandboxedWorkerActor:
+    """Body of every actor of the pool: one sandboxed worker process on the actor's node.
+
+    ``cache_dir=None`` means the node's default cache (``$KERNELGYM_CACHE`` or
+    ``~/.cache/kernelgym`` there).
+    """
+
+    def __init__(self, backend: str, cache_dir: str | None, memory_limit_gb: float, threads_per_worker: int) -> None:
+        self._executor = LocalExecutor(
+            backend=backend, num_workers=1, cache_dir=cache_dir,
+            memory_limit_gb=memory_limit_gb, threads_per_worker=threads_per_worker,
+        )
+
+    def where(self) -> tuple[str, int]:
+        """(host name, pid) of the actor process."""
+        return socket.gethostname(), os.getpid()
+
+    def run(self, job: JudgeJob) -> EvalResult:
+        """Judge (or, for a ``build_only`` job, build) one candidate in the sandboxed worker."""
+        return self._executor.run_many([job])[0]
+
+    def close(self) -> None:
+        """Stop the worker process and whatever it started."""
+        self._executor.close()
+
+
+@dataclass(frozen=True)
+class ActorInfo:
+    """One actor of a :class:`RayExecutor` pool.
+
+    Attributes:
+        role: ``"build"`` (builds ahead on a CPU) or ``"judge"`` (checks and times).
+        index: position in its role's pool (a replacement keeps the position).
+        actor: the Ray actor handle.
+        host: host name of the node the actor runs on.
+        pid: process id of the actor on that node.
+        task_id: the task of the candidate it is working on (``None``: idle).
+        replacements: how many actors died in this position and were replaced.
+    """
+
+    role: str
+    index: int
+    actor: Any
+    host: str
+    pid: int
+    task_id: str | None
+    replacements: int
+
+
+class _Slot:
+    """A position in the pool: the current actor there and what it is doing (mutable, driver side)."""
+
+    def __init__(self, role: str, index: int, actor: Any) -> None:
+        self.role = role
+        self.index = index
+        self.actor = actor
+        self.where = actor.where.remote()  # first call: resolves once the actor is up
+        self.candidate: int | None = None
+        self.task_id: str | None = None
+        self.replacements = 0
+
+
+@dataclass
+class _Batch:
+    """State of one ``run_many`` call (driver side)."""
+
+    jobs: Sequence[JudgeJob]
+    results: list[EvalResult | None]
+    waiting: collections.deque[int]  # not admitted yet
+    built: collections.deque[int]  # built ahead, waiting for a judge actor
+    build_results: dict[int, EvalResult] = dataclasses.field(default_factory=dict)
+    deaths: collections.Counter[int] = dataclasses.field(default_factory=collections.Counter)
+    admitted: int = 0  # admitted and not finished: the in-flight bound applies to this
+
+    def finish(self, index: int, result: EvalResult) -> None:
+        self.results[index] = result
+        self.admitted -= 1
+
+
+class RayExecutor:
+    """Judge candidates on a Ray cluster: builds on CPU actors, checks and timing on judge actors.
+
+    The pool has ``num_builders`` build actors (one CPU each) and ``num_workers``
+    judge actors: one per GPU (``num_gpus=1``) for a GPU backend, one CPU each
+    for ``cpp``. A candidate is first built by a build actor (a ``build_only``
+    job that fills the content-addressed cache), then judged in full by a judge
+    actor, whose build step is a cache hit. The two stages overlap: while judge
+    actors check and time, build actors build the next candidates, and a judge
+    actor always takes a built candidate before anything else, so it never idles
+    while built candidates wait. At most ``max_in_flight`` candidates are
+    admitted at once (building, built and waiting, or being judged).
+
+    An actor that dies (killed, out of memory, node lost) is replaced and its
+    candidate retried once on the replacement; a second death is reported as a
+    ``runtime_error`` result giving the reason. Results come back in the order
+    of the jobs and equal those of :class:`~kernelgym.executor.local.LocalExecutor`
+    (timings aside): ``cache_hit`` and the build seconds are those of the build step.
+
+    Args:
+        backend: backend name.
+        num_workers: judge actors (default: the cluster's GPUs for a GPU backend;
+            half its CPUs, at least one, for ``cpp``).
+        cache_dir: build and baseline cache; give a directory on a file system
+            shared by every node for builds to be reused across nodes (default:
+            each node's ``$KERNELGYM_CACHE`` or ``~/.cache/kernelgym``).
+        memory_limit_gb: address-space limit of each sandboxed worker.
+        threads_per_worker: OpenMP/torch threads of each sandboxed worker.
+        ray_address: the cluster to join when Ray is not initialised yet
+            (``"auto"``, ``"ray://head:10001"``, ...; ``None``: ``$RAY_ADDRESS``
+            or a new local instance). The executor then shuts Ray down on close.
+        num_builders: build actors (default: the CPUs the judges leave, at most
+            eight per judge); ``0`` turns the build-ahead stage off.
+        max_in_flight: candidates admitted at once (default: builders + 2 x judges).
+        judges_build_when_idle: a judge actor with no built candidate waiting
+            builds and judges a new one itself (default: on for CPU backends,
+            off for GPU backends, where it would hold the GPU during a build).
+        runtime_env: Ray runtime environment, used when this executor initialises Ray.
+
+    Raises:
+        MissingExtraError: ``ray`` is not installed.
+        BackendUnavailableError: a GPU backend on a cluster without GPUs.
+
+    Example:
+        >>> with_ray = RayExecutor(backend="cpp", num_workers=1, num_builders=1)  # doctest: +SKIP
+        >>> with_ray.close()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        backend: str = "cpp",
+        num_workers: int | None = None,
+        cache_dir: str | Path | None = None,
+        memory_limit_gb: float = 16.0,
+        threads_per_worker: int = 1,
+        ray_address: str | None = None,
+        num_builders: int | None = None,
+        max_in_flight: int | None = None,
+        judges_build_when_idle: bool | None = None,
+        runtime_env: dict[str, Any] | None = None,
+    ) -> None:
+        self._ray = require_extra("ray", "ray")
+        self.backend = backend
+        self._owns_ray = not self._ray.is_initialized()
+        if self._owns_ray:
+            self._ray.init(address=ray_address, runtime_env=runtime_env)
+        resources = self._ray.cluster_resources()
+        cpus, gpus = int(resources.get("CPU", 1)), int(resources.get("GPU", 0))
+        on_gpu = get_backend(backend).device_type != "cpu"
+        if on_gpu and gpus == 0 and not num_workers:
+            raise BackendUnavailableError(f"backend {backend!r} needs GPUs, and the Ray cluster has none")
+        self.num_workers = num_workers or (gpus if on_gpu else max(1, cpus // 2))
+        self.num_builders = num_builders if num_builders is not None else max(0, min(cpus - self.num_workers, 8 * self.num_workers))
+        self.max_in_flight = max(1, max_in_flight or self.num_builders + 2 * self.num_workers)
+        self.judges_build_when_idle = not on_gpu if judges_build_when_idle is None else judges_build_when_idle
+        if self.num_workers + self.num_builders > cpus or (on_gpu and self.num_workers > gpus):
+            warnings.warn(
+                f"the Ray cluster has {cpus} CPUs and {gpus} GPUs; {self.num_workers} judge and {self.num_builders} "
+                "build actors will wait until it grows", stacklevel=2,
+            )
+        body = self._ray.remote(_SandboxedWorkerActor)
+        args = (backend, str(cache_dir) if cache_dir is not None else None, memory_limit_gb, threads_per_worker)
+        self._make = {
+            "build": lambda: body.options(num_cpus=1, num_gpus=0).remote(*args),
+            "judge": lambda: body.options(num_cpus=1, num_gpus=1 if on_gpu else 0).remote(*args),
+        }
+        self._slots = {
+            "build": [_Slot("build", i, self._make["build"]()) for i in range(self.num_builders)],
+            "judge": [_Slot("judge", i, self._make["judge"]()) for i in range(self.num_workers)],
+        }
+        self._run_lock = threading.Lock()  # one run_many at a time
+        self._state_lock = threading.Lock()  # slots, read by actors() from other threads
+        self._closed = False
+
+    # --- introspection ---------------------------------------------------------
+
+    def actors(self, timeout: float = 300.0) -> list[ActorInfo]:
+        """The pool's actors now, waiting up to ``timeout`` seconds for each to be up."""
+        with self._state_lock:
+            slots = [(s, s.actor, s.where, s.task_id, s.replacements) for role in ("build", "judge") for s in self._slots[role]]
+        infos = []
+        for slot, actor, where, task_id, replacements in slots:
+            host, pid = self._ray.get(where, timeout=timeout)
+            infos.append(ActorInfo(slot.role, slot.index, actor, host, pid, task_id, replacements))
+        return infos
+
+    # --- running ---------------------------------------------------------------
+
+    def run_many(self, jobs: Sequence[JudgeJob]) -> list[EvalResult]:
+        """Judge ``jobs`` over the pool, pipelined; results in the same order."""
+        if self._closed:
+            raise RuntimeError("this executor is closed")
+        with self._run_lock:
+            batch = _Batch(jobs, [None] * len(jobs), collections.deque(range(len(jobs))), collections.deque())
+            in_flight: dict[Any, tuple[_Slot, str]] = {}
+            while batch.admitted or batch.waiting:
+                self._dispatch(batch, in_flight)
+                (ready,), _ = self._ray.wait(list(in_flight), num_returns=1)
+                slot, phase = in_flight.pop(ready)
+                self._collect(batch, slot, phase, ready)
+            return [r for r in batch.results if r is not None]
+
+    def _dispatch(self, batch: _Batch, in_flight: dict[Any, tuple[_Slot, str]]) -> None:
+        """Give work to idle actors: built candidates to judges first, then new candidates."""
+
+        def admit() -> int | None:
+            if not batch.waiting or batch.admitted >= self.max_in_flight:
+                return None
+            batch.admitted += 1
+            return batch.waiting.popleft()
+
+        for slot in self._slots["judge"]:
+            if slot.candidate is not None:
+                continue
+            if batch.built:
+                self._submit(slot, batch, batch.built.popleft(), "judge", in_flight)
+            elif self.judges_build_when_idle or not self._slots["build"]:
+                index = admit()
+                if index is not None:
+                    self._submit(slot, batch, index, "full", in_flight)
+        for slot in self._slots["build"]:
+            if slot.candidate is None:
+                index = admit()
+                if index is not None:
+                    self._submit(slot, batch, index, "build", in_flight)
+
+    def _submit(self, slot: _Slot, batch: _Batch, index: int, phase: str, in_flight: dict[Any, tuple[_Slot, str]]) -> None:
+        job = batch.jobs[index]
+        with self._state_lock:
+            slot.candidate, slot.task_id = index, job.task.id
+        in_flight[slot.actor.run.remote(dataclasses.replace(job, build_only=True) if phase == "build" else job)] = (slot, phase)
+
+    def _collect(self, batch: _Batch, slot: _Slot, phase: str, ref: Any) -> None:
+        """Take one finished call: a result, the next stage, a retry or a failure."""
+        index = slot.candidate
+        assert index is not None
+        with self._state_lock:
+            slot.candidate = slot.task_id = None
+        job = batch.jobs[index]
+        try:
+            result: EvalResult = self._ray.get(ref)
+        except (self._ray.exceptions.RayActorError, self._ray.exceptions.OutOfMemoryError) as exc:
+            self._replace(slot)
+            batch.deaths[index] += 1
+            if batch.deaths[index] < _MAX_ACTOR_DEATHS:
+                (batch.built if phase == "judge" else batch.waiting).appendleft(index)
+                if phase != "judge":
+                    batch.admitted -= 1  # re-admitted from the waiting queue
+                return
+            doing, stage = _PHASES[phase]
+            sentence = f"The Ray actor {doing} it died {batch.deaths[index]} times; the last time: {_reason(exc)}"
+            batch.finish(index, failure_result(job, Status.RUNTIME_ERROR, sentence, stage))
+            return
+        except self._ray.exceptions.RayError as exc:
+            sentence = f"The Ray pool could not run the candidate: {_reason(exc)}"
+            batch.finish(index, failure_result(job, Status.RUNTIME_ERROR, sentence, _PHASES[phase][1]))
+            return
+        if phase == "build":
+            if result.status in _FINAL_AFTER_BUILD:
+                batch.finish(index, result)
+            else:
+                batch.build_results[index] = result
+                batch.built.append(index)
+            return
+        batch.finish(index, self._merge(batch.build_results.pop(index, None), result))
+
+    @staticmethod
+    def _merge(built: EvalResult | None, judged: EvalResult) -> EvalResult:
+        """The judge's result, with the build step's cost and cache use (the judge's own build was a lookup)."""
+        if built is None or built.status is not Status.OK:
+            return judged
+        seconds = dataclasses.replace(judged.seconds, build=round(built.seconds.build + judged.seconds.build, 6))
+        return judged.with_changes(seconds=seconds, cache_hit=built.cache_hit and judged.cache_hit)
+
+    def _replace(self, slot: _Slot) -> None:
+        """Put a fresh actor in the position of one that died."""
+        self._ray.kill(slot.actor, no_restart=True)
+        actor = self._make[slot.role]()
+        with self._state_lock:
+            slot.actor, slot.where = actor, actor.where.remote()
+            slot.replacements += 1
+
+    # --- shutting down ---------------------------------------------------------
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Stop every actor's worker process, then the actors; shut Ray down if this executor started it."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._state_lock:
+            actors = [s.actor for role in ("build", "judge") for s in self._slots[role]]
+        closing = [a.close.remote() for a in actors]
+        # An actor that died, or does not close in time, takes its worker with it when killed.
+        self._ray.wait(closing, num_returns=len(closing), timeout=timeout)
+        for actor in actors:
+            self._ray.kill(actor, no_restart=True)
+        if self._owns_ray:
+            self._ray.shutdown()

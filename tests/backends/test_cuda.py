@@ -1,0 +1,161 @@
+"""The ``cuda`` backend and the GPU helpers it shares, on a machine without a GPU.
+
+What needs a GPU (building, checking, timing) is in ``tests/gpu``; here: the
+clear refusal without CUDA, the bandwidth table, the L2-flush size, worker
+pinning, and the timing loop driven by a small recording timer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+import torch
+
+from kernelgym.backends import Backend, base, get_backend, register_backend
+from kernelgym.backends.cuda import (
+    FALLBACK_BANDWIDTH_GBS,
+    MIN_FLUSH_BYTES,
+    GpuBackend,
+    l2_flush_bytes,
+    peak_bandwidth_gbs,
+    pinned_device,
+    time_rotated,
+)
+from kernelgym.errors import BackendUnavailableError
+from kernelgym.executor import LocalExecutor
+from kernelgym.verifier import Verifier
+
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+
+
+@no_cuda
+def test_cuda_backend_refuses_clearly_without_a_gpu() -> None:
+    reason = get_backend("cuda").unavailable_reason()
+    assert reason is not None and "CUDA" in reason
+    with pytest.raises(BackendUnavailableError, match="'cuda' cannot run here.*CUDA"):
+        Verifier(backend="cuda")
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("NVIDIA H200", 4800.0),
+        ("NVIDIA H100 80GB HBM3", 3350.0),
+        ("NVIDIA H100 PCIe", 2000.0),
+        ("NVIDIA GH200 480GB", 4900.0),
+        ("NVIDIA A100-SXM4-80GB", 2039.0),
+        ("An Unknown Accelerator", FALLBACK_BANDWIDTH_GBS),
+    ],
+)
+def test_peak_bandwidth_reads_the_device_name(name: str, expected: float) -> None:
+    assert peak_bandwidth_gbs(name) == expected
+
+
+def test_l2_flush_buffer_is_at_least_twice_the_l2() -> None:
+    for l2 in (0, 40 * 1024**2, 50 * 1024**2, 96 * 1024**2, 300 * 1024**2):
+        size = l2_flush_bytes(l2)
+        assert size >= 2 * l2 and size >= MIN_FLUSH_BYTES
+
+
+def test_workers_map_round_robin_onto_the_callers_devices() -> None:
+    assert [pinned_device(i, None, 2) for i in range(4)] == ["0", "1", "0", "1"]
+    assert [pinned_device(i, "3, 5", 2) for i in range(3)] == ["3", "5", "3"]
+    assert pinned_device(0, "GPU-7f2c", 1) == "GPU-7f2c"
+
+
+def test_worker_environment_pins_one_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    backend = get_backend("cuda")
+    assert backend.worker_environment(1) == {"CUDA_VISIBLE_DEVICES": "5"}
+    assert backend.worker_environment(None) == {}
+
+
+def test_gpu_backends_lift_the_address_space_limit() -> None:
+    assert get_backend("cuda").address_space_limit_ok is False
+    assert isinstance(get_backend("cuda"), GpuBackend)
+
+
+class RecordingTimer:
+    """A RunTimer that notes every call and returns one fixed duration per run."""
+
+    def __init__(self, fail_on_sync: int | None = None) -> None:
+        self.log: list[str] = []
+        self.syncs = 0
+        self.fail_on_sync = fail_on_sync
+
+    def flush(self) -> None:
+        self.log.append("flush")
+
+    def start(self) -> None:
+        self.log.append("start")
+
+    def stop(self) -> None:
+        self.log.append("stop")
+
+    def synchronize(self) -> None:
+        self.syncs += 1
+        self.log.append("sync")
+        if self.fail_on_sync is not None and self.syncs >= self.fail_on_sync:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    def elapsed_ms(self) -> list[float]:
+        return [0.5] * self.log.count("start")
+
+
+def test_timing_loop_flushes_outside_the_timed_region_and_rotates_inputs() -> None:
+    timer = RecordingTimer()
+    seen: list[Any] = []
+
+    def fn(inputs: Sequence[Any]) -> None:
+        timer.log.append("fn")
+        seen.append(inputs[0])
+
+    times = time_rotated(fn, [["a"], ["b"], ["c"]], warmup=2, runs=5, timer=timer)
+    assert times == [0.5] * 5
+    assert seen == ["a", "b", "a", "b", "c", "a", "b"]  # 2 warm-up calls, then 5 rotated timed calls
+    timed = timer.log[timer.log.index("sync") + 1 :]
+    assert timed == ["flush", "start", "fn", "stop", "sync"] * 5
+
+
+def test_timing_loop_raises_the_device_error_of_the_failing_call() -> None:
+    timer = RecordingTimer(fail_on_sync=3)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        time_rotated(lambda _inputs: None, [[1]], warmup=1, runs=10, timer=timer)
+    assert timer.log.count("start") == 2
+
+
+class TwoGpuBackend(Backend):
+    """A backend that claims two devices, to see how the local executor places workers."""
+
+    def device_count(self) -> int:
+        return 2
+
+
+@pytest.fixture
+def two_gpu_backend() -> Iterator[str]:
+    register_backend("test-two-gpus")(TwoGpuBackend)
+    yield "test-two-gpus"
+    base._REGISTRY.pop("test-two-gpus")
+    base._INSTANCES.pop("test-two-gpus", None)
+
+
+@pytest.mark.usefixtures("two_gpu_backend")
+def test_local_executor_starts_one_pinned_worker_per_gpu(tmp_path: Any) -> None:
+    executor = LocalExecutor(backend="test-two-gpus", cache_dir=tmp_path)
+    try:
+        assert executor.num_workers == 2
+        assert sorted(w.device_index for w in executor._idle) == [0, 1]
+    finally:
+        executor.close()
+    shared = LocalExecutor(backend="test-two-gpus", num_workers=3, cache_dir=tmp_path)
+    try:
+        assert sorted(w.device_index for w in shared._idle) == [0, 0, 1]
+    finally:
+        shared.close()
+    cpu = LocalExecutor(backend="cpp", num_workers=1, cache_dir=tmp_path)
+    try:
+        assert [w.device_index for w in cpu._idle] == [None]
+    finally:
+        cpu.close()

@@ -1,0 +1,100 @@
+"""The ``triton`` backend checked for real without a GPU, under Triton's interpreter.
+
+Tasks of the bundled ``gpu`` suite are shrunk to their first shape variant
+(the interpreter runs each Triton program in Python) and judged through the
+real verifier: the bundled Triton solutions pass, a wrong kernel is
+incorrect, PyTorch compute hidden from the static rules and a kernel that is
+never launched are caught at runtime, and interpreter timings are never
+reported as speedups. On a machine with a GPU the same candidates run on it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelgym.backends import get_backend
+from kernelgym.tasks import Task, load_suite
+from kernelgym.verifier import Verifier, VerifierConfig
+from kernelgym.verifier.result import EvalResult
+
+pytest.importorskip("triton")
+
+INTERPRETED = not torch.cuda.is_available()
+SUITE = load_suite("gpu")
+SOLVED = [task.id for task in SUITE if "triton" in task.solutions]
+RELU = SUITE["level1/1_ReLU"]
+RELU_CALL = "relu_kernel[(triton.cdiv(n, block),)](x, y, n, BLOCK=block)"
+
+# Broken variants of the bundled ReLU answer, and the status each must get.
+BROKEN = {
+    "wrong-math": (RELU.solution("triton").replace("tl.maximum(x, 0.0)", "tl.abs(x)"), "incorrect", "wrong-output"),
+    "torch-behind-a-table": (
+        RELU.solution("triton").replace("class ModelNew", '_IMPLS = {"fast": torch.relu}\n\n\nclass ModelNew').replace(
+            "        return y", '        return _IMPLS["fast"](y)'
+        ),
+        "illegal",
+        "aten-fallback",
+    ),
+    "never-launched": (
+        RELU.solution("triton").replace(RELU_CALL, f"if n < 0:\n            {RELU_CALL}"),
+        "illegal",
+        "decoy-kernel",
+    ),
+}
+
+
+def shrunk(task: Task) -> Task:
+    """The task with its first shape variant as the main shapes (the interpreter is slow on big ones)."""
+    first, *rest = task.variants
+    overrides = "".join(f"\n{name} = {value!r}" for name, value in first.items())
+    return dataclasses.replace(task, source=task.source + "\n# shrunk for Triton's interpreter" + overrides + "\n", variants=tuple(rest))
+
+
+@pytest.fixture(scope="module")
+def results(cache_dir: Path) -> Iterator[dict[str, EvalResult]]:
+    """Every candidate of this module, judged in one batch."""
+    pairs = [(shrunk(SUITE[task_id]), SUITE[task_id].solution("triton")) for task_id in SOLVED]
+    pairs += [(shrunk(RELU), code) for code, _, _ in BROKEN.values()]
+    pairs.append((shrunk(RELU), Path(__file__).parents[1].joinpath("legit", "triton", "relu_autotune.py").read_text()))
+    config = VerifierConfig(runs=3, warmup=1)
+    with Verifier(backend="triton", num_workers=2, cache_dir=cache_dir, config=config) as verifier:
+        judged = verifier.evaluate_many(pairs)
+    yield dict(zip([*SOLVED, *BROKEN, "autotuned"], judged, strict=True))
+
+
+@pytest.mark.parametrize("task_id", SOLVED)
+def test_bundled_triton_solution_is_correct(results: dict[str, EvalResult], task_id: str) -> None:
+    result = results[task_id]
+    assert result.status.value == "ok", result.feedback
+    assert result.correct and result.custom_kernel_calls >= 1
+    if INTERPRETED:
+        assert "timing-not-meaningful" in result.flags
+        assert result.timing_meaningful is False and result.speedup_eager is None and not result.faster
+        assert "Triton interpreter" in result.device
+
+
+def test_autotuned_kernel_runs_its_first_config_under_the_interpreter(results: dict[str, EvalResult]) -> None:
+    assert results["autotuned"].status.value == "ok", results["autotuned"].feedback
+
+
+@pytest.mark.parametrize("name", list(BROKEN))
+def test_broken_triton_candidate_is_caught(results: dict[str, EvalResult], name: str) -> None:
+    _, status, rule = BROKEN[name]
+    result = results[name]
+    assert result.status.value == status, result.feedback
+    assert rule in {v.rule for v in result.violations}
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="a GPU is present: Triton runs on it")
+def test_without_a_gpu_workers_start_in_interpreter_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = get_backend("triton")
+    assert backend.unavailable_reason() is None
+    assert backend.worker_environment(0) == {"TRITON_INTERPRET": "1"}
+    assert backend.device().type == "cpu"
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert backend.timing_meaningful is False

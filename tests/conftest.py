@@ -1,0 +1,58 @@
+"""Shared fixtures: one build cache and one CPU verifier for the whole session; GPU tests skipped without CUDA."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One content-addressed build cache for every test: each candidate compiles once per session.
+
+    ``KERNELGYM_CACHE`` (if set) wins, so repeated local runs reuse builds.
+    """
+    path = Path(os.environ["KERNELGYM_CACHE"]) if os.environ.get("KERNELGYM_CACHE") else tmp_path_factory.mktemp("kernelgym-cache")
+    old = os.environ.get("KERNELGYM_CACHE")
+    os.environ["KERNELGYM_CACHE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("KERNELGYM_CACHE", None)
+
+
+@pytest.fixture(scope="session")
+def cpu_verifier(cache_dir: Path):  # noqa: ANN201 (Verifier; imported lazily)
+    """A cpp-backend verifier with two workers and cheap timing, shared by the session."""
+    from kernelgym.verifier import Verifier, VerifierConfig
+
+    verifier = Verifier(backend="cpp", num_workers=2, cache_dir=cache_dir, config=VerifierConfig(runs=3, warmup=1))
+    yield verifier
+    verifier.close()
+
+
+@pytest.fixture(scope="session")
+def cpu_suite():  # noqa: ANN201
+    """The bundled ``cpu`` suite."""
+    from kernelgym.tasks import load_suite
+
+    return load_suite("cpu")

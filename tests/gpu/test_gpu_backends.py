@@ -1,0 +1,197 @@
+"""The GPU backends on a real GPU: the bundled answers, broken variants, the hack corpus, CUDA errors, timing.
+
+Every test is marked ``gpu`` (skipped without CUDA). Candidates are judged in
+batches: one verifier per backend with several workers sharing the GPU builds
+and checks everything in parallel (timing noise does not matter there): the
+bundled answers, broken variants of them, and the CUDA and Triton samples of
+``tests/hacks`` and ``tests/legit`` with the status each names in its header.
+A one-worker verifier then judges a failing kernel and a good one on the same
+GPU one after the other, and a one-worker verifier with the GPU to itself
+times a few answers.
+
+``KERNELGYM_GPU_TEST_WORKERS`` sets the parallel workers (default 8: a cold
+CUDA build takes ~30 s on 2 cores, so builds dominate).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kernelgym.tasks import load_suite
+from kernelgym.verifier import StageTimeouts, Verifier, VerifierConfig
+from kernelgym.verifier.result import EvalResult
+
+pytestmark = pytest.mark.gpu
+
+SUITE = load_suite("gpu")
+RELU = SUITE["level1/1_ReLU"]
+WORKERS = int(os.environ.get("KERNELGYM_GPU_TEST_WORKERS", "8"))
+PARALLEL = VerifierConfig(runs=5, warmup=1, timeouts=StageTimeouts(check=60.0))
+REPO = Path(__file__).resolve().parents[2]
+
+
+def variant(task_id: str, backend: str, old: str, new: str) -> str:
+    """The bundled answer of ``task_id`` with one piece of text replaced (which must be there)."""
+    code = SUITE[task_id].solution(backend)
+    assert old in code, f"{old!r} not in the {backend} answer of {task_id}"
+    return code.replace(old, new)
+
+
+RELU_LAUNCH = "relu_kernel<<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>"
+
+# name -> (task id, backend, code, expected status, expected rule or None)
+BROKEN = {
+    "cuda-half-range": (
+        "level1/1_ReLU", "cuda", variant("level1/1_ReLU", "cuda", "i < n; i += stride", "i < n / 2; i += stride"),
+        "incorrect", "wrong-output",
+    ),
+    "cuda-output-never-written": (
+        "level1/1_ReLU", "cuda", variant("level1/1_ReLU", "cuda", RELU_LAUNCH, f"if (n < 0) {RELU_LAUNCH}"),
+        "incorrect", "wrong-output",
+    ),
+    "cuda-softmax-unnormalized": (
+        "level1/5_Softmax", "cuda", variant("level1/5_Softmax", "cuda", "expf(row[j] - m) * inv", "expf(row[j] - m)"),
+        "incorrect", "wrong-output",
+    ),
+    "cuda-matmul-drops-k-tail": (
+        "level1/9_Matmul", "cuda", variant("level1/9_Matmul", "cuda", "k0 < K; k0 += BK", "k0 + BK <= K; k0 += BK"),
+        "incorrect", "shape-variant-mismatch",
+    ),
+    "triton-add-subtracts": (
+        "level1/4_Add", "triton", variant("level1/4_Add", "triton", "a + b, mask=mask", "a - b, mask=mask"),
+        "incorrect", "wrong-output",
+    ),
+    "triton-softmax-mask-zero": (
+        "level1/5_Softmax", "triton", variant("level1/5_Softmax", "triton", 'other=-float("inf")', "other=0.0"),
+        "incorrect", "shape-variant-mismatch",
+    ),
+}
+
+# Kernels that break the GPU context or never finish, and a good answer to judge after each.
+FAULTS = {
+    "cuda": (
+        variant("level1/1_ReLU", "cuda", "y[i] = v > 0.0f ? v : 0.0f;", "y[i + ((int64_t)1 << 40)] = v > 0.0f ? v : 0.0f;"),
+        variant(
+            "level1/1_ReLU", "cuda", "const float v = x[i];",
+            # One thread spins for about a minute (bounded, so the GPU frees itself even if the kill came late).
+            "if (i == 0) { const long long t0 = clock64(); while (clock64() - t0 < 120000000000LL) {} }\n"
+            "        const float v = x[i];",
+        ),
+    ),
+    "triton": (
+        variant("level1/1_ReLU", "triton", "tl.store(y_ptr + offsets,", "tl.store(y_ptr + offsets + (1 << 40),"),
+        None,
+    ),
+}
+FAULT_TIMEOUTS = StageTimeouts(check=30.0)
+
+
+def solutions(backend: str) -> list[str]:
+    return [task.id for task in SUITE if backend in task.solutions]
+
+
+def corpus(backend: str) -> dict[str, tuple[str, str, str, str | None]]:
+    """``tests/hacks`` and ``tests/legit`` samples: name -> (task id, code, expected status, expected rule)."""
+    samples = {}
+    for folder in ("hacks", "legit"):
+        for path in sorted((REPO / "tests" / folder / backend).glob("*.py")):
+            code = path.read_text()
+            header = dict(line[2:].split(": ", 1) for line in code.splitlines()[:4] if line.startswith("# ") and ": " in line)
+            samples[f"{folder}/{backend}/{path.stem}"] = (header["task"], code, header["expect"], header.get("rule"))
+    return samples
+
+
+CORPUS = {backend: corpus(backend) for backend in ("cuda", "triton")}
+
+
+@pytest.fixture(scope="module")
+def parallel_results(cache_dir: Path) -> Iterator[dict[tuple[str, str], EvalResult]]:
+    """Answers, broken variants and faulting kernels of both backends, judged in parallel (this builds them all)."""
+    judged: dict[tuple[str, str], EvalResult] = {}
+    for backend in ("cuda", "triton"):
+        pairs = {("ok", task_id): (SUITE[task_id], SUITE[task_id].solution(backend)) for task_id in solutions(backend)}
+        pairs |= {("broken", name): (SUITE[spec[0]], spec[2]) for name, spec in BROKEN.items() if spec[1] == backend}
+        pairs |= {("fault", f"{backend}-{i}"): (RELU, code) for i, code in enumerate(FAULTS[backend]) if code}
+        pairs |= {("corpus", name): (SUITE[spec[0]], spec[1]) for name, spec in CORPUS[backend].items()}
+        with Verifier(backend=backend, num_workers=WORKERS, cache_dir=cache_dir, config=PARALLEL) as verifier:
+            results = verifier.evaluate_many(list(pairs.values()))
+        judged |= {(kind, f"{backend}:{name}" if kind == "ok" else name): r for (kind, name), r in zip(pairs, results, strict=True)}
+    yield judged
+
+
+@pytest.mark.parametrize(
+    "key", [f"{b}:{t}" for b in ("cuda", "triton") for t in solutions(b)]
+)
+def test_bundled_answer_is_correct_on_the_gpu(parallel_results: dict[tuple[str, str], EvalResult], key: str) -> None:
+    result = parallel_results[("ok", key)]
+    assert result.status.value == "ok", result.feedback
+    assert result.timing_meaningful and result.custom_kernel_calls >= 1
+    assert result.speedup_eager is not None and result.speedup_eager > 0
+
+
+@pytest.mark.parametrize("name", list(BROKEN))
+def test_broken_variant_is_caught(parallel_results: dict[tuple[str, str], EvalResult], name: str) -> None:
+    _, _, _, status, rule = BROKEN[name]
+    result = parallel_results[("broken", name)]
+    assert result.status.value == status, result.feedback
+    assert rule in {v.rule for v in result.violations}, result.feedback
+
+
+@pytest.mark.parametrize("name", [name for samples in CORPUS.values() for name in samples])
+def test_corpus_sample_gets_its_expected_status(parallel_results: dict[tuple[str, str], EvalResult], name: str) -> None:
+    _, _, status, rule = CORPUS[name.split("/")[1]][name]
+    result = parallel_results[("corpus", name)]
+    assert result.status.value == status, result.feedback
+    if rule is not None:
+        assert rule in {v.rule for v in result.violations}, result.feedback
+
+
+@pytest.mark.parametrize("backend", ["cuda", "triton"])
+def test_faulting_kernel_then_a_good_one_on_the_same_gpu(cache_dir: Path, backend: str) -> None:
+    """One worker: an illegal memory access (and, for CUDA, a hung kernel) ends in a failure, and the next answer passes."""
+    illegal, hung = FAULTS[backend]
+    good = RELU.solution(backend)
+    pairs = [(RELU, illegal), (RELU, good)] + ([(RELU, hung), (RELU, good)] if hung else [])
+    config = VerifierConfig(runs=5, warmup=1, timeouts=FAULT_TIMEOUTS)
+    with Verifier(backend=backend, num_workers=1, cache_dir=cache_dir, config=config) as verifier:
+        results = verifier.evaluate_many(pairs)
+    assert results[0].status.value == "runtime_error", results[0].feedback
+    assert "illegal memory access" in results[0].feedback or "CUDA error" in results[0].feedback
+    assert results[1].status.value == "ok", results[1].feedback
+    if hung:
+        assert results[2].status.value == "timeout", results[2].feedback
+        assert results[3].status.value == "ok", results[3].feedback
+
+
+def test_timing_on_a_gpu_of_its_own(cache_dir: Path) -> None:
+    config = VerifierConfig(runs=100, warmup=10, compile_baseline=True)
+    candidates = [("cuda", "level1/1_ReLU"), ("cuda", "level2/1_Scale_Tanh_Add"), ("triton", "level1/5_Softmax")]
+    for backend, task_id in candidates:
+        with Verifier(backend=backend, cache_dir=cache_dir, config=config) as verifier:
+            result = verifier.evaluate(SUITE[task_id], SUITE[task_id].solution(backend))
+        assert result.status.value == "ok", result.feedback
+        assert result.timing_meaningful and "NVIDIA" in result.device
+        assert result.runtime_ms and result.ref_eager_ms and result.ref_compile_ms, result.feedback
+        assert result.speedup_compile is not None and "excessive-speedup" not in result.flags
+
+
+def test_gpu_report_writes_machine_date_commit(tmp_path: Path, cache_dir: Path) -> None:
+    out = tmp_path / "results"
+    env = dict(os.environ, KERNELGYM_CACHE=str(cache_dir))
+    subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "gpu_report.py"), "--tasks", "level1/1_ReLU", "--runs", "10",
+         "--no-compile-baseline", "--out", str(out)],
+        check=True, env=env, cwd=REPO, timeout=600,
+    )
+    (md,) = out.glob("gpu-*.md")
+    (js,) = out.glob("gpu-*.json")
+    text = md.read_text()
+    for field in ("Machine", "Date", "Commit", "level1/1_ReLU"):
+        assert field in text
+    assert '"machine"' in js.read_text()
