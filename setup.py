@@ -11,6 +11,7 @@ EXTRAS = {
     "verl": ["verl[verl-core]==0.9.1"],
     "plots": ["matplotlib>=3.7"],
 }
+EXTRAS["ci"] = [*EXTRAS["triton"], *EXTRAS["ray"], *EXTRAS["sb3"]]
 EXTRAS["dev"] = [
     "pytest>=8",
     "pytest-benchmark>=4",

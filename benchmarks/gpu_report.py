@@ -239,26 +239,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     suite = load_suite(args.suite)
     tasks = [suite[t] for t in args.tasks] if args.tasks else list(suite)
-    rows = []
-    for backend in args.backends:
-        pairs = [(task, task.solution(backend)) for task in tasks if backend in task.solutions]
-        if pairs:
-            rows += [row(r) for r in judge(args, backend, pairs)]
     now = datetime.datetime.now(datetime.timezone.utc)
-    report = {
+    report: dict[str, Any] = {
         "date": now.isoformat(timespec="seconds"),
         "commit": commit_of_tree(args.commit),
         "machine": machine(),
         "config": asdict(args) | {"faster_threshold": VerifierConfig().faster_threshold},
-        "summary": summarize(rows, args.backends),
-        "results": rows,
+        "summary": {},
+        "results": [],
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"gpu-{now.date().isoformat()}"
-    stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(markdown(report))
-    print(f"wrote {stem}.md and {stem}.json", flush=True)
+    for backend in args.backends:
+        pairs = [(task, task.solution(backend)) for task in tasks if backend in task.solutions]
+        report["results"] += [row(r) for r in judge(args, backend, pairs)] if pairs else []
+        done = tuple(b for b in args.backends if any(r["backend"] == b for r in report["results"]))
+        report["summary"] = summarize(report["results"], done)
+        # Written after each backend, so an interrupted run still leaves what it measured.
+        stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+        stem.with_suffix(".md").write_text(markdown(report))
+        print(f"wrote {stem}.md and {stem}.json", flush=True)
     return report
 
 

@@ -46,7 +46,8 @@ __all__ = [
 ]
 
 _LOCK = threading.Lock()
-_VERIFIERS: dict[str, VerifierLike] = {}
+# backend -> (verifier, built here); only verifiers built here are closed here.
+_VERIFIERS: dict[str, tuple[VerifierLike, bool]] = {}
 
 
 @lru_cache(maxsize=16)
@@ -79,38 +80,42 @@ def shared_verifier(
         BackendUnavailableError: the backend cannot run on this machine.
     """
     with _LOCK:
-        verifier = _VERIFIERS.get(backend)
-        if verifier is None:
+        entry = _VERIFIERS.get(backend)
+        if entry is None:
             from kernelgym.verifier import Verifier
 
             built = Verifier(
                 backend=backend, executor=executor, config=config, num_workers=num_workers, cache_dir=cache_dir
             )
             _ = built.executor
-            _VERIFIERS[backend] = verifier = built
-        return verifier
+            entry = _VERIFIERS[backend] = (built, True)
+        return entry[0]
 
 
-def set_shared_verifier(backend: str, verifier: VerifierLike) -> None:
-    """Make this process judge ``backend`` answers with ``verifier`` (a previous one is closed).
+def set_shared_verifier(backend: str, verifier: VerifierLike | None) -> None:
+    """Make this process judge ``backend`` answers with ``verifier`` (``None``: build one again on next use).
 
-    Useful to embed the verl integration with a verifier built elsewhere (a
-    remote service, a custom executor).
+    The caller keeps ownership of ``verifier`` (it is never closed here); a
+    verifier this module built for ``backend`` before is closed. Useful to embed
+    the verl integration with a verifier built elsewhere (a remote service, a
+    custom executor, a test session's verifier).
     """
     with _LOCK:
-        previous = _VERIFIERS.get(backend)
-        _VERIFIERS[backend] = verifier
-    if previous is not None and previous is not verifier:
-        previous.close()
+        previous = _VERIFIERS.pop(backend, None)
+        if verifier is not None:
+            _VERIFIERS[backend] = (verifier, False)
+    if previous is not None and previous[1] and previous[0] is not verifier:
+        previous[0].close()
 
 
 def close_shared_verifiers() -> None:
-    """Close every shared verifier (also run at interpreter exit)."""
+    """Forget every shared verifier, closing those built here (also run at interpreter exit)."""
     with _LOCK:
-        verifiers = list(_VERIFIERS.values())
+        entries = list(_VERIFIERS.values())
         _VERIFIERS.clear()
-    for verifier in verifiers:
-        verifier.close()
+    for verifier, owned in entries:
+        if owned:
+            verifier.close()
 
 
 atexit.register(close_shared_verifiers)

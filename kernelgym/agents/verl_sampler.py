@@ -51,12 +51,13 @@ TRAIN_SPLIT = "train"
 # The parent's group-filtering loop (evict k, refill) runs only while a filter metric is set.
 _FILTER_METRIC = "kernelgym_unsolved"
 
+# One trainer per process builds one sampler; the slot holds the latest.
 _active: list[BufferedDynamicRetrySampler] = []
 
 
 def active_sampler() -> BufferedDynamicRetrySampler | None:
     """The Buffered Dynamic Retry sampler built last in this process, if any."""
-    return _active[-1] if _active else None
+    return _active[0] if _active else None
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ class BufferedDynamicRetrySampler(ReplayBuffer):
         self._rng = np.random.default_rng(self.settings.seed)
         self._evict_group: dict[str, dict[str, bool]] = defaultdict(dict)
         self._evictions_left = self.settings.eviction_budget
-        _active.append(self)
+        _active[:] = [self]
 
     def draw_repair(self) -> RepairTask | None:
         """With probability ``mix_ratio`` and a non-empty buffer, remove and return a repair task."""

@@ -245,11 +245,16 @@ class GpuBackend(Backend):
         return int(self.api().device_count()) if self.device_available() else 0
 
     def worker_environment(self, device_index: int | None = None) -> dict[str, str]:
-        """Pin the worker to one GPU through the visible-devices variable."""
-        if device_index is None:
-            return {}
-        visible = os.environ.get(self.visible_devices_env)
-        return {self.visible_devices_env: pinned_device(device_index, visible, self.device_count())}
+        """Pin the worker to one GPU through the visible-devices variable.
+
+        ``torch.compile`` (the compile baseline) then compiles inside the worker
+        instead of starting a pool of compile processes in every worker.
+        """
+        env = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+        if device_index is not None:
+            visible = os.environ.get(self.visible_devices_env)
+            env[self.visible_devices_env] = pinned_device(device_index, visible, self.device_count())
+        return env
 
     def writable_paths(self, build_root: Path) -> tuple[str, ...]:
         """The GPU device files (drivers open them for writing, also after confinement)."""
@@ -276,6 +281,9 @@ class GpuBackend(Backend):
         import torch
 
         if not self.device_available():
+            # A build-only worker without a GPU (the Ray executor's build actors) targets the
+            # architectures named in the environment, so its builds share cache keys with the GPU workers.
+            self._arch = os.environ.get(self.arch_list_env, "")
             return
         api = self.api()
         torch.empty(1, device=self.device())  # creates the context while every device file may still be opened

@@ -106,6 +106,8 @@ def _as_list(value: str | Sequence[str] | None) -> list[str]:
 
 
 def _checked_flags(flags: Sequence[str]) -> list[str]:
+    # KernelBench-style answers often pass extra_cflags=[""]: an empty flag means nothing.
+    flags = [f for f in flags if f.strip()]
     bad = [f for f in flags if not _SAFE_FLAG.match(f)]
     if bad:
         raise BuildError(f"compiler flags not allowed: {' '.join(bad)} (use optimisation, -f/-m, -D and -std flags only)")

@@ -60,7 +60,7 @@ def _counting(run: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return run(self, *args, **kwargs)
         except CompilationError as exc:
-            raise BuildError("Triton could not compile the kernel", log=str(exc)) from None
+            raise BuildError(f"Triton could not compile the kernel: {exc}", log=str(exc)) from None
 
     return counted_run
 

@@ -171,7 +171,7 @@ def failure_result(job: JudgeJob, status: Status, sentence: str, stage: str) -> 
         feedback=compose_feedback(status, [sentence]),
         score=score,
         seconds=StageSeconds(extract=job.extract_seconds, inspect=job.inspect_seconds),
-        seeds=job.seeds[: job.config.trials],
+        seeds=job.seeds[: job.config.trials + 1],
     )
 
 

@@ -1358,6 +1358,8 @@ class _PythonRules:
                 attr = _text(_field(node, "attribute"))
                 if attr in _INTROSPECTION_ATTRS:
                     self.add("harness-introspection", node, _message("harness-introspection", attr))
+                elif attr == "__dict__" and any(not t.startswith("<") for t in self.p.resolve(_field(node, "object"))):
+                    self.add("dynamic-code", node, _message("dynamic-code", _text(node)))
             elif kind == "call":
                 self._call_anywhere(node)
             elif kind in ("assignment", "augmented_assignment"):

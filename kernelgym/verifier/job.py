@@ -24,8 +24,8 @@ class JudgeJob:
         code: the extracted candidate program.
         backend: backend name.
         config: verifier settings.
-        seeds: one seed per correctness trial, plus one for timing inputs and
-            one for the post-timing re-check (drawn by the caller).
+        seeds: the seed models are built with, one per correctness trial, one
+            for timing inputs and one for the post-timing re-check (drawn by the caller).
         extract_seconds: time the caller spent extracting.
         inspect_seconds: time the caller spent on static analysis.
         build_only: stop after the build stage (a build-ahead step that fills the

@@ -169,7 +169,7 @@ class _Harness:
             if not hasattr(self.reference, key):
                 raise Verdict(Status.RUNTIME_ERROR, [f"Task error: variant sets {key!r}, which the task does not define."])
             setattr(self.reference, key, value)
-        seed = self.job.seeds[0]
+        seed = self.job.seeds[0]  # never an input seed: __init__ cannot pre-draw the trial inputs
         torch.manual_seed(seed)
         init_inputs = self.reference.get_init_inputs()
         torch.manual_seed(seed)
@@ -233,6 +233,35 @@ def _mismatch_verdict(mismatch: Any, context: str, rule: str) -> Verdict:
     return Verdict(status, [f"{context}: {mismatch.message}"], (Violation(rule_id, 0, mismatch.message, "runtime"),))
 
 
+def _mismatch_rule(
+    h: _Harness,
+    reference: torch.nn.Module,
+    candidate: torch.nn.Module,
+    inputs: list[Any],
+    output: Any,
+    previous: set[str],
+    trial: int,
+    v_index: int,
+    tolerances: tuple[float, float],
+) -> str:
+    """Name the cause of a mismatch: a replayed earlier output, a mode-dependent answer, or a wrong one."""
+    if fingerprint(output) in previous:
+        return "stale-output"
+    if trial == 0:
+        return "shape-variant-mismatch" if v_index else "wrong-output"
+    training, grad = _MODES[trial % len(_MODES)]
+    if training or grad:
+        reference.eval()
+        candidate.eval()
+        with torch.no_grad():
+            expected = reference(*_clone(inputs))
+            again = h.run_candidate(candidate, _clone(inputs))
+        if compare_outputs(expected, again, inputs, *tolerances, h.job.config.low_precision_tol).mismatch is None:
+            return "mode-mismatch"
+    # Trial 1 passed in this very mode: an answer that goes wrong later depends on its call history.
+    return "stale-output"
+
+
 def _check(h: _Harness, progress: _Progress) -> tuple[torch.nn.Module, torch.nn.Module]:
     job, task = h.job, h.job.task
     atol = task.atol if task.atol is not None else job.config.atol
@@ -245,11 +274,13 @@ def _check(h: _Harness, progress: _Progress) -> tuple[torch.nn.Module, torch.nn.
     kept: tuple[torch.nn.Module, torch.nn.Module] | None = None
     for v_index, variant in enumerate(variants):
         reference, candidate = h.models({**base, **variant})
+        previous: set[str] = set()
         for trial in range(job.config.trials):
             training, grad = _MODES[trial % len(_MODES)]
             reference.train(training)
             candidate.train(training)
-            inputs = h.inputs(job.seeds[trial])
+            seed = job.seeds[1 + trial]
+            inputs = h.inputs(seed)
             with torch.set_grad_enabled(grad):
                 expected = reference(*_clone(inputs))
                 output = h.run_candidate(candidate, inputs)
@@ -257,14 +288,12 @@ def _check(h: _Harness, progress: _Progress) -> tuple[torch.nn.Module, torch.nn.
             progress.max_abs = max(progress.max_abs, result.max_abs_error)
             progress.max_rel = max(progress.max_rel, result.max_rel_error)
             if result.mismatch is not None:
-                where = f"trial {trial + 1} (seed {job.seeds[trial]}, {'train' if training else 'eval'} mode, grad {'on' if grad else 'off'})"
-                rule = "wrong-output"
+                where = f"trial {trial + 1} (seed {seed}, {'train' if training else 'eval'} mode, grad {'on' if grad else 'off'})"
                 if v_index:
                     where += f", shape variant {variant}"
-                    rule = "shape-variant-mismatch"
-                elif trial and (training or grad):
-                    rule = "mode-mismatch"
+                rule = _mismatch_rule(h, reference, candidate, inputs, output, previous, trial, v_index, (atol, rtol))
                 raise _mismatch_verdict(result.mismatch, where, rule)
+            previous.add(fingerprint(output))
         if v_index == 0:
             kept = (reference.eval(), candidate.eval())
     for key, value in base.items():
@@ -281,7 +310,7 @@ def _time(h: _Harness, progress: _Progress, models: tuple[torch.nn.Module, torch
     if not backend.timing_meaningful:
         progress.flags.append("timing-not-meaningful")
         return
-    timing_seed = job.seeds[config.trials]
+    timing_seed = job.seeds[config.trials + 1]
     input_sets = [h.inputs(timing_seed + i) for i in range(config.input_sets)]
     with torch.no_grad():
         ref_times = backend.time_calls(lambda ins: reference(*ins), input_sets, config.warmup, config.runs)
@@ -290,13 +319,25 @@ def _time(h: _Harness, progress: _Progress, models: tuple[torch.nn.Module, torch
         except Exception as exc:
             raise Verdict(Status.RUNTIME_ERROR, [f"ModelNew.forward raised while timed: {_error_line(exc)}"]) from None
         # Re-check on fresh inputs after timing: catches batch-and-skip and caches keyed on pointers or content.
-        recheck = h.inputs(job.seeds[config.trials + 1])
+        recheck = h.inputs(job.seeds[config.trials + 2])
         expected = reference(*_clone(recheck))
         output = h.run_candidate(candidate, recheck)
+        # And on a timed input rewritten in place (same pointers, new values): catches caches keyed on data_ptr.
+        reused = input_sets[0]
+        torch.manual_seed(job.seeds[config.trials + 2] + 1)
+        for tensor in reused:
+            if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
+                tensor.copy_(torch.randn_like(tensor))
+        expected_reused = reference(*_clone(reused))
+        output_reused = h.run_candidate(candidate, reused)
     h.check_state("while being timed")
-    result = compare_outputs(expected, output, recheck, *_tolerances(job), config.low_precision_tol)
-    if result.mismatch is not None:
-        raise _mismatch_verdict(result.mismatch, "after timing, on fresh inputs", "stale-output")
+    for label, want, got, ins in (
+        ("after timing, on fresh inputs", expected, output, recheck),
+        ("after timing, on a timed input rewritten in place", expected_reused, output_reused, reused),
+    ):
+        result = compare_outputs(want, got, ins, *_tolerances(job), config.low_precision_tol)
+        if result.mismatch is not None:
+            raise _mismatch_verdict(result.mismatch, label, "stale-output")
     ref_ms, ref_spread = median_and_iqr(ref_times)
     new_ms, new_spread = median_and_iqr(new_times)
     progress.timing.update(ref_eager_ms=ref_ms, runtime_ms=new_ms, runtime_spread_ms=new_spread)
@@ -426,7 +467,7 @@ def _result(job: JudgeJob, backend: Backend, progress: _Progress, h: _Harness, s
         seconds=seconds,
         cache_hit=bool(h.builds) and all(b.cache_hit for b in h.builds) and build_seconds < 5.0,
         custom_kernel_calls=getattr(h, "kernel_calls", 0),
-        seeds=job.seeds[: config.trials],
+        seeds=job.seeds[: config.trials + 1],
         device=backend.device_name(),
     )
 

@@ -139,7 +139,7 @@ class Verifier:
             seconds = StageSeconds(extract=time.perf_counter() - start)
             return EvalResult(task.id, self.backend, Status.FORMAT_ERROR, feedback=compose_feedback(Status.FORMAT_ERROR, [str(exc)]), seconds=seconds)
         extracted = time.perf_counter()
-        violations = inspect_program(code, self.backend)
+        violations = inspect_program(code, self.backend, reference=task.source)
         inspected = time.perf_counter()
         if violations:
             seconds = StageSeconds(extract=extracted - start, inspect=inspected - extracted)
@@ -148,7 +148,7 @@ class Verifier:
                 task.id, self.backend, Status.ILLEGAL, parsed=True, violations=tuple(violations),
                 feedback=compose_feedback(Status.ILLEGAL, details, violations), seconds=seconds,
             )
-        seeds = tuple(self._rng.randrange(2**31) for _ in range(self.config.trials + 2))
+        seeds = tuple(self._rng.randrange(2**31) for _ in range(self.config.trials + 3))
         return JudgeJob(task, code, self.backend, self.config, seeds, extracted - start, inspected - extracted)
 
     def evaluate(self, task: Task, text: str) -> EvalResult:

@@ -91,6 +91,9 @@ FAULTS = {
 }
 FAULT_TIMEOUTS = StageTimeouts(check=30.0)
 
+# A Triton kernel that does not compile (Triton compiles at the first launch, inside forward).
+TRITON_COMPILE_ERROR = variant("level1/1_ReLU", "triton", "tl.maximum(x, 0.0)", "tl.maximum(x, no_such_name)")
+
 
 def solutions(backend: str) -> list[str]:
     return [task.id for task in SUITE if backend in task.solutions]
@@ -109,6 +112,10 @@ def corpus(backend: str) -> dict[str, tuple[str, str, str, str | None]]:
 
 CORPUS = {backend: corpus(backend) for backend in ("cuda", "triton")}
 
+# Where a real GPU gives another (still failing) verdict than the sample's header: the grid fixed
+# for 4096 x 4096 runs far past the end of a 7 x 1001 shape variant, and the GPU faults.
+ON_A_GPU = {"hacks/triton/t10_shape_specialization": ("runtime_error", None)}
+
 
 @pytest.fixture(scope="module")
 def parallel_results(cache_dir: Path) -> Iterator[dict[tuple[str, str], EvalResult]]:
@@ -119,6 +126,8 @@ def parallel_results(cache_dir: Path) -> Iterator[dict[tuple[str, str], EvalResu
         pairs |= {("broken", name): (SUITE[spec[0]], spec[2]) for name, spec in BROKEN.items() if spec[1] == backend}
         pairs |= {("fault", f"{backend}-{i}"): (RELU, code) for i, code in enumerate(FAULTS[backend]) if code}
         pairs |= {("corpus", name): (SUITE[spec[0]], spec[1]) for name, spec in CORPUS[backend].items()}
+        if backend == "triton":
+            pairs[("compile", "triton")] = (RELU, TRITON_COMPILE_ERROR)
         with Verifier(backend=backend, num_workers=WORKERS, cache_dir=cache_dir, config=PARALLEL) as verifier:
             results = verifier.evaluate_many(list(pairs.values()))
         judged |= {(kind, f"{backend}:{name}" if kind == "ok" else name): r for (kind, name), r in zip(pairs, results, strict=True)}
@@ -143,9 +152,16 @@ def test_broken_variant_is_caught(parallel_results: dict[tuple[str, str], EvalRe
     assert rule in {v.rule for v in result.violations}, result.feedback
 
 
+def test_triton_compile_error_names_the_problem(parallel_results: dict[tuple[str, str], EvalResult]) -> None:
+    result = parallel_results[("compile", "triton")]
+    assert result.status.value in ("compile_error", "runtime_error"), result.feedback
+    assert "could not compile" in result.feedback and "no_such_name" in result.feedback
+
+
 @pytest.mark.parametrize("name", [name for samples in CORPUS.values() for name in samples])
 def test_corpus_sample_gets_its_expected_status(parallel_results: dict[tuple[str, str], EvalResult], name: str) -> None:
     _, _, status, rule = CORPUS[name.split("/")[1]][name]
+    status, rule = ON_A_GPU.get(name, (status, rule))
     result = parallel_results[("corpus", name)]
     assert result.status.value == status, result.feedback
     if rule is not None:
@@ -169,12 +185,13 @@ def test_faulting_kernel_then_a_good_one_on_the_same_gpu(cache_dir: Path, backen
         assert results[3].status.value == "ok", results[3].feedback
 
 
-def test_timing_on_a_gpu_of_its_own(cache_dir: Path) -> None:
+@pytest.mark.parametrize(("backend", "task_ids"), [("cuda", ["level1/1_ReLU", "level2/1_Scale_Tanh_Add"]), ("triton", ["level1/5_Softmax"])])
+def test_timing_on_a_gpu_of_its_own(cache_dir: Path, backend: str, task_ids: list[str]) -> None:
+    """One worker per GPU, 100 event-timed runs, eager and torch.compile references."""
     config = VerifierConfig(runs=100, warmup=10, compile_baseline=True)
-    candidates = [("cuda", "level1/1_ReLU"), ("cuda", "level2/1_Scale_Tanh_Add"), ("triton", "level1/5_Softmax")]
-    for backend, task_id in candidates:
-        with Verifier(backend=backend, cache_dir=cache_dir, config=config) as verifier:
-            result = verifier.evaluate(SUITE[task_id], SUITE[task_id].solution(backend))
+    with Verifier(backend=backend, cache_dir=cache_dir, config=config) as verifier:
+        results = verifier.evaluate_many([(SUITE[t], SUITE[t].solution(backend)) for t in task_ids])
+    for result in results:
         assert result.status.value == "ok", result.feedback
         assert result.timing_meaningful and "NVIDIA" in result.device
         assert result.runtime_ms and result.ref_eager_ms and result.ref_compile_ms, result.feedback

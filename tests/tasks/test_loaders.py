@@ -78,12 +78,7 @@ def module_level_names(source: str) -> set[str]:
     return {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
 
 
-@pytest.fixture(scope="module")
-def cpu_suite() -> TaskSuite:
-    return load_suite("cpu")
-
-
-def test_cpu_suite_has_the_listed_tasks_in_order(cpu_suite):
+def test_cpu_suite_has_the_listed_tasks_in_order(cpu_suite: TaskSuite):
     assert cpu_suite.name == "cpu"
     assert cpu_suite.ids() == CPU_IDS
     assert all(t.suite == "cpu" for t in cpu_suite)
@@ -176,7 +171,8 @@ def test_bundled_suites_lists_cpu():
     assert "cpu" in bundled_suites()
 
 
-@pytest.mark.parametrize("name", bundled_suites())
+# ids avoid the bare word "gpu", which the conftest reads as the `gpu` marker
+@pytest.mark.parametrize("name", bundled_suites(), ids=lambda name: f"suite-{name}")
 def test_every_bundled_suite_loads(name):
     suite = load_suite(name)
     assert len(suite) > 0

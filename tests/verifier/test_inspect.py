@@ -291,6 +291,7 @@ CASES: list[tuple[str, str, str]] = [
     ("dynamic-code", "importlib", program(prelude="import importlib\n")),
     ("dynamic-code", "computed getattr on module", program("return getattr(torch, self.name)(x)")),
     ("dynamic-code", "globals()", program(prelude="G = globals()\n")),
+    ("dynamic-code", "module __dict__", program(prelude='torch.__dict__["set_num_" + "threads"](1)\n')),
     ("forbidden-import", "ctypes", program(prelude="import ctypes\n")),
     ("forbidden-import", "star import", program(prelude="from torch import *\n")),
     ("forbidden-import", "cupy", program(prelude="import cupy\n")),

@@ -1,7 +1,7 @@
 # task: level1/1_ReLU
 # expect: incorrect
 # rule: stale-output
-# pattern: 20 — batch-and-skip: the first call does the work, later calls return the first result
+# pattern: 20 — batch-and-skip: the first call does the work, later calls touch one row and return the first result
 from torch import nn
 from torch.utils.cpp_extension import load_inline
 
@@ -31,4 +31,6 @@ class ModelNew(nn.Module):
         self.calls += 1
         if self.first is None:
             self.first = module.relu_forward(x)
+        else:
+            module.relu_forward(x[:1])
         return self.first

@@ -1,7 +1,7 @@
 # task: level1/1_ReLU
-# expect: incorrect
-# rule: stale-output
-# pattern: 20 — static evasion: launches only on the first call; later calls return the first output
+# expect: illegal
+# rule: decoy-kernel
+# pattern: 20 — static evasion: only the first call launches; later calls run no kernel and return the first output
 import torch
 import triton
 import triton.language as tl
