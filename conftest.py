@@ -12,7 +12,7 @@ _OPTIONAL = {
     "transformers": ["kernelgym/agents/hf_agent.py"],
 }
 
-collect_ignore_glob = ["examples/*.py", "benchmarks/*.py"]
+collect_ignore_glob: list[str] = []
 for module, patterns in _OPTIONAL.items():
     if importlib.util.find_spec(module) is None:
         collect_ignore_glob += patterns
