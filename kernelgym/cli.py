@@ -97,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--suite", default="cpu", help="suite for task ids: cpu, gpu, kernelbench:<dir-or-parquet>[:level]")
     ev.add_argument("--backend", default="cpp", help="cpp, cuda, triton or musa")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
-    ev.add_argument("--runs", type=int, default=20, help="timed runs")
+    ev.add_argument("--runs", type=int, default=None, help="timed runs (default: the backend's, 20 on a CPU, 100 on a GPU)")
     ev.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(Model)")
     ev.add_argument("--no-timing", action="store_true", help="skip the timing stage")
     _add_executor_arguments(ev)

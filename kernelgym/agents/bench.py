@@ -718,7 +718,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     defaults = VerifierConfig()
     judge.add_argument("--trials", type=int, default=defaults.trials, help=f"correctness trials (default: {defaults.trials})")
     judge.add_argument("--warmup", type=int, default=defaults.warmup, help=f"untimed calls (default: {defaults.warmup})")
-    judge.add_argument("--runs", type=int, default=defaults.runs, help=f"timed calls (default: {defaults.runs})")
+    judge.add_argument("--runs", type=int, default=defaults.runs, help="timed calls (default: the backend's, 20 on a CPU, 100 on a GPU)")
     judge.add_argument("--no-timing", action="store_true", help="skip timing (speedup metrics become 0)")
     judge.add_argument("--compile-baseline", action="store_true", help="also time torch.compile (faster vs compile)")
     judge.add_argument("--faster-threshold", type=float, default=defaults.faster_threshold,

@@ -317,7 +317,9 @@ def plan_training(
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``kernelgym train`` options to ``parser``."""
     parser.add_argument("--config", default=str(DEFAULT_CONFIG), help="train config YAML (default: the bundled one)")
-    parser.add_argument("--output-dir", default="runs/kernelgym-train", help="data files, agent loop config, checkpoints")
+    parser.add_argument(
+        "--output-dir", default="runs/kernelgym-train", help="data files, agent loop config, checkpoints"
+    )
     parser.add_argument("--model", default=None, help="model path or hub id (actor_rollout_ref.model.path)")
     parser.add_argument("--suite", default=None, help="task suite (cpu, gpu, kernelbench:<path>[:level])")
     parser.add_argument("--backend", default=None, help="backend answers are written for (cuda, triton, cpp, musa)")

@@ -152,8 +152,9 @@ class KernelGymAgentLoop(AgentLoopBase):
         self.success_speedup = success_speedup
         self.alpha = alpha
         self.gamma = gamma
-        self.defaults = {
-            "suite": suite, "backend": backend, "executor": executor, "num_workers": num_workers, "cache_dir": cache_dir,
+        self.judge_defaults = {
+            "suite": suite, "backend": backend, "executor": executor,
+            "num_workers": num_workers, "cache_dir": cache_dir,
         }
         self.max_feedback_chars = max_feedback_chars
         self.response_length = self.rollout_config.response_length
@@ -168,7 +169,8 @@ class KernelGymAgentLoop(AgentLoopBase):
         task_id = extra_info.get("task_id") or (kwargs.get("reward_model") or {}).get("ground_truth")
         if not task_id:
             raise TaskError("kernelgym agent loop: the row names no task (extra_info.task_id)")
-        env = await self.loop.run_in_executor(None, self._make_env, ScoreSettings.resolve(extra_info, **self.defaults))
+        settings = ScoreSettings.resolve(extra_info, **self.judge_defaults)
+        env = await self.loop.run_in_executor(None, self._make_env, settings)
         await self.loop.run_in_executor(None, lambda: env.reset(options={"task_id": str(task_id)}))
 
         messages = [dict(m) for m in kwargs["raw_prompt"]]
@@ -186,7 +188,9 @@ class KernelGymAgentLoop(AgentLoopBase):
                 break
             with simple_timer("generate_sequences", timing):
                 output = await self.server_manager.generate(
-                    request_id=request_id, prompt_ids=runtime_ids, sampling_params={**sampling_params, "max_tokens": budget}
+                    request_id=request_id,
+                    prompt_ids=runtime_ids,
+                    sampling_params={**sampling_params, "max_tokens": budget},
                 )
             if output.log_probs and response_logprobs is None:
                 response_logprobs = [0.0] * len(response_mask)

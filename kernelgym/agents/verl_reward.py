@@ -158,7 +158,8 @@ class ScoreSettings:
                 f"kernelgym reward: no {' or '.join(missing)} for this sample; put them in the row's extra_info "
                 "(`kernelgym train` does) or pass them in reward.custom_reward_function.reward_kwargs"
             )
-        knobs = {key: defaults[key] for key in ("executor", "num_workers", "cache_dir") if defaults.get(key) is not None}
+        knobs = {key: defaults[key] for key in ("executor", "num_workers", "cache_dir")
+                 if defaults.get(key) is not None}
         return cls(suite=str(values["suite"]), backend=str(values["backend"]), **knobs)
 
     def verifier(self) -> VerifierLike:

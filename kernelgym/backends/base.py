@@ -83,12 +83,14 @@ class Backend:
         device_type: torch device type the candidate runs on.
         language: how answers must be written, for prompts.
         default_bandwidth_gbs: peak memory bandwidth for the roofline check.
+        default_runs: timed calls when the config leaves ``runs`` unset.
     """
 
     name: ClassVar[str] = ""
     device_type: ClassVar[str] = "cpu"
     language: ClassVar[str] = ""
     default_bandwidth_gbs: ClassVar[float] = 100.0
+    default_runs: ClassVar[int] = 20
 
     def unavailable_reason(self) -> str | None:
         """Why this backend cannot run here (``None`` when it can). Cheap; runs in the caller."""

@@ -216,6 +216,7 @@ class GpuBackend(Backend):
     """
 
     device_type = "cuda"
+    default_runs = 100
     visible_devices_env = "CUDA_VISIBLE_DEVICES"
     arch_list_env = "TORCH_CUDA_ARCH_LIST"
     device_file_patterns: tuple[str, ...] = ("/dev/nvidia*", "/dev/nvidia-caps/*")

@@ -202,6 +202,9 @@ class _Harness:
             self.backend.synchronize()
         except Verdict:
             raise
+        except BuildError as exc:  # JIT backends (Triton) compile at the first launch
+            log = trim_compiler_log(exc.log) if exc.log else str(exc)
+            raise Verdict(Status.COMPILE_ERROR, log.splitlines()[1:], lead=log.splitlines()[0] if log else str(exc)) from None
         except Exception as exc:
             raise Verdict(Status.RUNTIME_ERROR, [f"ModelNew.forward raised {_error_line(exc)}"]) from None
         if guard.compute_ops:
@@ -313,9 +316,10 @@ def _time(h: _Harness, progress: _Progress, models: tuple[torch.nn.Module, torch
     timing_seed = job.seeds[config.trials + 1]
     input_sets = [h.inputs(timing_seed + i) for i in range(config.input_sets)]
     with torch.no_grad():
-        ref_times = backend.time_calls(lambda ins: reference(*ins), input_sets, config.warmup, config.runs)
+        runs = config.runs or backend.default_runs
+        ref_times = backend.time_calls(lambda ins: reference(*ins), input_sets, config.warmup, runs)
         try:
-            new_times = backend.time_calls(lambda ins: candidate(*ins), input_sets, config.warmup, config.runs)
+            new_times = backend.time_calls(lambda ins: candidate(*ins), input_sets, config.warmup, runs)
         except Exception as exc:
             raise Verdict(Status.RUNTIME_ERROR, [f"ModelNew.forward raised while timed: {_error_line(exc)}"]) from None
         # Re-check on fresh inputs after timing: catches batch-and-skip and caches keyed on pointers or content.
@@ -371,7 +375,7 @@ def _compile_baseline(h: _Harness, reference: torch.nn.Module, input_sets: list[
         return json.loads(cache.read_text())["ref_compile_ms"]
     try:
         compiled = torch.compile(reference)
-        times = h.backend.time_calls(lambda ins: compiled(*ins), input_sets, h.job.config.warmup + 2, h.job.config.runs)
+        times = h.backend.time_calls(lambda ins: compiled(*ins), input_sets, h.job.config.warmup + 2, h.job.config.runs or h.backend.default_runs)
     except Exception:  # a baseline that cannot compile is reported as missing, not as the candidate's failure
         return None
     value = median_and_iqr(times)[0]
@@ -407,6 +411,7 @@ def _result(job: JudgeJob, backend: Backend, progress: _Progress, h: _Harness, s
     config = job.config
     timing = progress.timing
     correct = status is Status.OK and progress.correct
+    compiled = progress.compiled and status is not Status.COMPILE_ERROR
     speedup_eager = speedup_compile = None
     if correct and timing.get("runtime_ms"):
         speedup_eager = timing["ref_eager_ms"] / timing["runtime_ms"]
@@ -435,7 +440,7 @@ def _result(job: JudgeJob, backend: Backend, progress: _Progress, h: _Harness, s
             lines.append("Timing is not meaningful on this machine (interpreter); no speedup is reported.")
     score = config.reward.score(
         status,
-        compiled=progress.compiled,
+        compiled=compiled,
         correct=correct,
         speedup=None if excessive else speedup_eager,
         timing_meaningful=meaningful,
@@ -448,7 +453,7 @@ def _result(job: JudgeJob, backend: Backend, progress: _Progress, h: _Harness, s
         status=status,
         parsed=True,
         legal=status is not Status.ILLEGAL,
-        compiled=progress.compiled,
+        compiled=compiled,
         correct=correct,
         speedup_eager=speedup_eager,
         speedup_compile=speedup_compile,
@@ -458,8 +463,8 @@ def _result(job: JudgeJob, backend: Backend, progress: _Progress, h: _Harness, s
         ref_eager_ms=timing.get("ref_eager_ms"),
         ref_compile_ms=timing.get("ref_compile_ms"),
         timing_meaningful=meaningful,
-        max_abs_error=progress.max_abs if progress.compiled else None,
-        max_rel_error=progress.max_rel if progress.compiled else None,
+        max_abs_error=progress.max_abs if compiled else None,
+        max_rel_error=progress.max_rel if compiled else None,
         violations=violations,
         flags=tuple(progress.flags),
         feedback=compose_feedback(status, lines, violations, lead),

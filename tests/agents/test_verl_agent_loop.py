@@ -63,7 +63,10 @@ def make_worker(model_dir, tmp_path, client, *, max_turns, response_length=2048,
 
 
 def batch_of(n: int) -> DataProto:
-    messages = [{"role": "system", "content": "You write kernels."}, {"role": "user", "content": "Write ModelNew for ReLU."}]
+    messages = [
+        {"role": "system", "content": "You write kernels."},
+        {"role": "user", "content": "Write ModelNew for ReLU."},
+    ]
     raw = np.empty(n, dtype=object)
     raw[:] = [messages] * n
     info = np.empty(n, dtype=object)

@@ -29,7 +29,10 @@ PLUGIN = "kernelgym.agents.verl_plugin"
 @pytest.fixture(scope="module")
 def actor_config():
     config = compose_verl_config(
-        ["actor_rollout_ref.actor.policy_loss.loss_mode=mirrorpop", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2"]
+        [
+            "actor_rollout_ref.actor.policy_loss.loss_mode=mirrorpop",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+        ]
     )
     return omega_conf_to_dataclass(config.actor_rollout_ref.actor)
 

@@ -87,7 +87,8 @@ class Rollout:
         self.cursor += 1
         uid = uuid.uuid4().hex
         self.rows[uid] = row
-        tq.kv_batch_put(keys=[uid], partition_id="train", tags=[{"is_prompt": True, "status": "pending", "global_steps": 0}])
+        prompt_tag = {"is_prompt": True, "status": "pending", "global_steps": 0}
+        tq.kv_batch_put(keys=[uid], partition_id="train", tags=[prompt_tag])
         solved = self.solves(row)
         task_id = row["extra_info"]["task_id"]
         result = EvalResult(
@@ -103,7 +104,8 @@ class Rollout:
         }
         keys = [f"{uid}_{session}_0" for session in range(GROUP)]
         tags = [{"status": "success", "seq_len": 3, "global_steps": 0} for _ in keys]
-        tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict([trajectory] * GROUP), tags=tags)
+        fields = list_of_dict_to_tensordict([trajectory] * GROUP)
+        tq.kv_batch_put(keys=keys, partition_id="train", fields=fields, tags=tags)
         tq.kv_put(key=uid, partition_id="train", tag={"status": "finished"})
         return uid
 

@@ -36,7 +36,8 @@ def build_tiny_lm(path: Path) -> Path:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     corpus = [
-        "import torch\nimport torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n",
+        "import torch\nimport torch.nn as nn\n",
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n",
         "#include <torch/extension.h>\nfor (int64_t i = 0; i < n; ++i) { out[i] = in[i] > 0.f ? in[i] : 0.f; }\n",
         "The kernel failed to compile. Fix the problems above and answer with the complete program.\n",
     ]
@@ -84,7 +85,9 @@ class LocalGenerateClient:
         self.turns: dict[str, int] = defaultdict(int)
         self.requests: list[dict[str, Any]] = []
 
-    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any):  # noqa: ANN201
+    async def generate(  # noqa: ANN201 (TokenOutput; verl is imported lazily)
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
+    ):
         """Sample (or replay the scripted answer) after ``prompt_ids``; a ``TokenOutput``."""
         import torch
         from verl.workers.rollout.replica import TokenOutput
