@@ -43,5 +43,8 @@ setup(
         "tqdm>=4.60",
     ],
     extras_require=EXTRAS,
-    entry_points={"console_scripts": ["kernelgym=kernelgym.cli:main"]},
+    entry_points={
+        "console_scripts": ["kernelgym=kernelgym.cli:main"],
+        "verl.plugins": ["kernelgym = kernelgym.agents.verl_plugin"],
+    },
 )

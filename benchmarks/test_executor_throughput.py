@@ -24,6 +24,7 @@ Results: ``benchmarks/results/executor-<date>.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -116,8 +117,10 @@ def _fresh_cache(scratch: Path, pch_only: Path, name: str) -> Path:
 
 def _start_workers(executor: Any, task: Task, count: int) -> None:
     """Run ``count`` trivial jobs so every worker (and actor) is up before timing."""
-    job = JudgeJob(task, "no_model_here = 1\n", "cpp", CONFIG, (1, 2, 3, 4, 5))
-    assert {r.status.value for r in executor.run_many([job] * count)} == {"format_error"}
+    job = Verifier(backend="cpp", config=CONFIG).prepare(task, task.solution("cpp"))
+    assert isinstance(job, JudgeJob)
+    trivial = dataclasses.replace(job, code="no_model_here = 1\n")  # fails fast, in the worker, keeping it
+    assert {r.status.value for r in executor.run_many([trivial] * count)} == {"format_error"}
 
 
 def _workers(executor: Any) -> int:

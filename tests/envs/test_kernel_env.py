@@ -13,7 +13,7 @@ from kernelgym.envs.prompt import CODE_CHARSET
 from kernelgym.errors import TaskError
 from kernelgym.verifier.result import Status
 from kernelgym.verifier.reward import RewardSpec
-from tests.envs.fakes import FakeVerifier, toy_suite
+from .fakes import FakeVerifier, toy_suite
 
 
 def make_env(**kwargs) -> KernelEnv:

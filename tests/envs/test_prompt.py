@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from kernelgym.envs.prompt import CODE_CHARSET, build_prompt, sanitize
 from kernelgym.verifier import backend_language
-from tests.envs.fakes import toy_suite
+from .fakes import toy_suite
 
 
 @given(st.text(max_size=3000), st.integers(min_value=0, max_value=2000))

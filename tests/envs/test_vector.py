@@ -8,7 +8,7 @@ import pytest
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from kernelgym.envs import KernelEnv, KernelVectorEnv, register_envs
-from tests.envs.fakes import FakeVerifier, toy_suite
+from .fakes import FakeVerifier, toy_suite
 
 # Per step, one answer per sub-environment: episodes end (ok / budget) at different steps, so
 # next-step autoresets happen in some sub-environments while others are mid-episode.
