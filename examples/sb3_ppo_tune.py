@@ -92,7 +92,8 @@ def cpu_name() -> str:
 
 def git_commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
+        return done.stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -106,7 +107,8 @@ if __name__ == "__main__":
 
     grid = tune.prebuild()
     grid_rewards = []
-    print(f"grid of {tune.template.size} configurations for {args.task_id} (prebuild {time.perf_counter() - start:.0f} s):")
+    prebuild_seconds = time.perf_counter() - start
+    print(f"grid of {tune.template.size} configurations for {args.task_id} (prebuild {prebuild_seconds:.0f} s):")
     for indices, result in zip(tune.template.grid(), grid, strict=True):
         reward = tune_reward([result], tune.reward_clip, tune.failure_penalty)[0]
         grid_rewards.append(reward)
@@ -176,7 +178,8 @@ if __name__ == "__main__":
         f"- env: `{args.env_id}`, task `{args.task_id}`, {args.max_steps} steps per episode, repeats {args.repeats}, "
         f"verifier warmup {args.warmup}, runs {args.runs} (median)",
         f"- PPO: {args.total_timesteps} steps, n_steps {args.n_steps}, batch {args.batch_size}, "
-        f"learning rate {args.learning_rate}, gamma {args.gamma}, seed {args.seed}; training took {train_seconds:.0f} s",
+        f"learning rate {args.learning_rate}, gamma {args.gamma}, seed {args.seed}; "
+        f"prebuild took {prebuild_seconds:.0f} s, training {train_seconds:.0f} s",
         "",
         "| policy | mean reward per step |",
         "| --- | --- |",

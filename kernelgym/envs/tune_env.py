@@ -244,7 +244,9 @@ class KernelTuneEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         pairs = [(self.task, self.template.render(c)) for c in self.template.grid()]
         return self.verifier.evaluate_many(pairs)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Start an episode of ``max_steps`` tuning steps on the env's task (``options`` are not used)."""
         super().reset(seed=seed)
         self._steps = 0
@@ -337,7 +339,9 @@ class KernelTuneEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return copy.deepcopy(info)
 
 
-class MultiDiscreteToDiscrete(gym.ActionWrapper[dict[str, np.ndarray], int, np.ndarray], gym.utils.RecordConstructorArgs):
+class MultiDiscreteToDiscrete(
+    gym.ActionWrapper[dict[str, np.ndarray], int, np.ndarray], gym.utils.RecordConstructorArgs
+):
     """Number every configuration of a ``MultiDiscrete`` action space: ``Discrete(prod(nvec))``.
 
     Action ``a`` is unravelled in C order (the last parameter varies fastest), which is the order of

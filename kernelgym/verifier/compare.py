@@ -60,7 +60,7 @@ def fingerprint(values: Any) -> str:
         if isinstance(leaf, torch.Tensor):
             data = leaf.detach().to("cpu").contiguous()
             digest.update(f"{tuple(data.shape)}{data.dtype}".encode())
-            digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+            digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes() if data.numel() else b"")
         else:
             digest.update(repr(leaf).encode())
     return digest.hexdigest()

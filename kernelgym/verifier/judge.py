@@ -404,6 +404,8 @@ def judge(job: JudgeJob, build_root: Path, work_dir: Path, on_stage: Callable[[s
         status, details, violations, lead = verdict.status, verdict.details, verdict.violations, verdict.lead
     except MemoryError:
         status, details = Status.RUNTIME_ERROR, ["The candidate ran out of memory (the worker's memory limit was hit)."]
+    except Exception as exc:  # a failure of the harness itself is reported, never crashes the worker
+        status, details = Status.RUNTIME_ERROR, [f"Internal judge error (please report): {''.join(traceback.format_exception(exc))[-2000:]}"]
     return _result(job, backend, progress, h, status, details, violations, lead)
 
 

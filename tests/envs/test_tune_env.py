@@ -44,9 +44,8 @@ TIMING = VerifierConfig(warmup=2, runs=10)
 class TableVerifier:
     """Judges a rendered configuration by looking its text up in a table of results (a small real fake)."""
 
-    def __init__(self, template: KernelTemplate, task: Task, outcomes: dict[tuple[int, ...], tuple[Status, float | None]]) -> None:
+    def __init__(self, template: KernelTemplate, outcomes: dict[tuple[int, ...], tuple[Status, float | None]]) -> None:
         self.table = {template.render(c): outcome for c, outcome in outcomes.items()}
-        self.task = task
         self.calls = 0
 
     def evaluate(self, task: Task, text: str) -> EvalResult:
@@ -65,11 +64,10 @@ class TableVerifier:
 
 def table_env(**kwargs) -> tuple[KernelTuneEnv, TableVerifier]:
     template = get_template(MATMUL, "cpp")
-    task = load_suite("cpu")[MATMUL]
     outcomes = {c: (Status.OK, 0.5 * (1 + c[1])) for c in template.grid()}
     outcomes[(0, 0)] = (Status.COMPILE_ERROR, None)
     outcomes[(2, 2)] = (Status.INCORRECT, None)
-    verifier = TableVerifier(template, task, outcomes)
+    verifier = TableVerifier(template, outcomes)
     return KernelTuneEnv(task_id=MATMUL, verifier=verifier, **kwargs), verifier
 
 
@@ -103,7 +101,8 @@ def test_template_rejects_mismatched_placeholders_and_foreign_configurations():
         KernelTemplate("t", "cpu", "cpp", "${A} ${B}", (TemplateParam("A", (1, 2)),))
     with pytest.raises(ValueError, match="one code text per value"):
         TemplateParam("A", (1, 2), ("x",))
-    template = KernelTemplate("t", "cpu", "cpp", "${A}", (TemplateParam("A", ("p", "q"), ("${B}+1", "2")), TemplateParam("B", (7, 8))))
+    nested = (TemplateParam("A", ("p", "q"), ("${B}+1", "2")), TemplateParam("B", (7, 8)))
+    template = KernelTemplate("t", "cpu", "cpp", "${A}", nested)
     assert template.render((0, 1)) == "8+1"
     with pytest.raises(KernelGymError, match="outside the grid"):
         template.render((2, 0))
@@ -214,14 +213,18 @@ def test_every_matmul_configuration_is_correct_and_timed(matmul_grid):
 
 
 @pytest.mark.slow
-def test_gymnasium_and_sb3_check_env(tune_verifier, matmul_grid):
+def test_gymnasium_and_sb3_check_env(cache_dir, matmul_grid):
     register_tune_envs()
-    env = gym.make("kernelgym/Tune-CPU-v0", task_id=MATMUL, max_steps=4, verifier=tune_verifier)
+    # The env builds its own verifier: check_env remakes the env from its spec, which deep-copies the kwargs.
+    env = gym.make("kernelgym/Tune-CPU-v0", task_id=MATMUL, max_steps=4, verifier_config=TIMING, num_workers=1,
+                   cache_dir=str(cache_dir))
     check_env(env.unwrapped)
     sb3_env_checker = pytest.importorskip("stable_baselines3.common.env_checker")
     sb3_env_checker.check_env(env.unwrapped, warn=True)
+    env.reset(seed=0)
     obs, reward, _, _, info = env.step(env.action_space.sample())
-    assert info["cache_hit"] and info["status"] == "ok" and -env.unwrapped.reward_clip <= reward <= env.unwrapped.reward_clip
+    assert info["cache_hit"] and info["status"] == "ok"
+    assert -env.unwrapped.reward_clip <= reward <= env.unwrapped.reward_clip
     env.close()
 
 

@@ -63,7 +63,8 @@ class TemplateParam:
 def _identifiers(text: str) -> set[str]:
     """The ``$name``/``${name}`` placeholders of ``text`` (``Template.get_identifiers`` needs Python 3.11)."""
     pattern = re.compile(string.Template.pattern.pattern, re.VERBOSE | re.IGNORECASE)
-    return {m.group("named") or m.group("braced") for m in pattern.finditer(text) if m.group("named") or m.group("braced")}
+    names = (m.group("named") or m.group("braced") for m in pattern.finditer(text))
+    return {name for name in names if name}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,68 @@
+"""Output comparison and input fingerprints (pure functions, no worker)."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelgym.verifier.compare import compare_outputs, fingerprint
+
+
+def test_fingerprint_handles_scalars_and_detects_changes() -> None:
+    x = torch.tensor(1.5)
+    before = fingerprint([x, torch.ones(3, 2), 7])
+    assert before == fingerprint([torch.tensor(1.5), torch.ones(3, 2), 7])
+    x.add_(1)
+    assert before != fingerprint([x, torch.ones(3, 2), 7])
+
+
+def test_match_within_tolerance() -> None:
+    ref = torch.randn(64, 33)
+    result = compare_outputs(ref, ref + 1e-6, [], 1e-4, 1e-4, 1e-2)
+    assert result.mismatch is None and 0 < result.max_abs_error < 2e-6
+
+
+def test_mismatch_names_errors_and_first_index() -> None:
+    ref = torch.zeros(4, 5)
+    new = ref.clone()
+    new[2, 3] = 0.5
+    result = compare_outputs(ref, new, [], 1e-4, 1e-4, 1e-2)
+    assert result.mismatch is not None and result.mismatch.rule == "wrong-output"
+    assert "index (2, 3)" in result.mismatch.message and "max abs error 0.5" in result.mismatch.message
+
+
+def test_tiny_outputs_cannot_hide_in_the_absolute_tolerance() -> None:
+    ref = torch.full((100,), 1e-9)
+    result = compare_outputs(ref, torch.zeros(100), [], 1e-4, 1e-4, 1e-2)
+    assert result.mismatch is not None
+
+
+def test_nan_where_reference_is_finite() -> None:
+    ref = torch.ones(8)
+    new = ref.clone()
+    new[5] = float("nan")
+    result = compare_outputs(ref, new, [], 1e-4, 1e-4, 1e-2)
+    assert result.mismatch is not None and "NaN/inf" in result.mismatch.message
+
+
+def test_shape_dtype_and_count() -> None:
+    ref = torch.ones(4)
+    assert "shape" in compare_outputs(ref, torch.ones(5), [], 1e-4, 1e-4, 1e-2).mismatch.message
+    assert "dtype" in compare_outputs(ref, torch.ones(4, dtype=torch.float64), [], 1e-4, 1e-4, 1e-2).mismatch.message
+    assert "output(s)" in compare_outputs((ref, ref), ref, [], 1e-4, 1e-4, 1e-2).mismatch.message
+
+
+def test_aliasing_an_input_and_subclasses_are_illegal() -> None:
+    x = torch.randn(6)
+    aliased = compare_outputs(x.clone(), x, [x], 1e-4, 1e-4, 1e-2).mismatch
+    assert aliased is not None and aliased.illegal and aliased.rule == "output-aliases-input"
+
+    class Lazy(torch.Tensor):
+        pass
+
+    lazy = compare_outputs(x.clone(), x.clone().as_subclass(Lazy), [], 1e-4, 1e-4, 1e-2).mismatch
+    assert lazy is not None and lazy.illegal and lazy.rule == "output-not-plain-tensor"
+
+
+def test_half_precision_uses_its_own_tolerance() -> None:
+    ref = torch.ones(10, dtype=torch.float16)
+    assert compare_outputs(ref, ref * 1.004, [], 1e-4, 1e-4, 1e-2).mismatch is None
