@@ -17,6 +17,7 @@ from typing import Any
 import gymnasium as gym
 
 from kernelgym.envs.kernel_env import KernelEnv
+from kernelgym.envs.tune_env import register_tune_envs
 from kernelgym.envs.vector import KernelVectorEnv
 from kernelgym.errors import TaskError
 
@@ -86,3 +87,4 @@ def register_envs() -> None:
                 nondeterministic=True,
                 kwargs=kwargs,
             )
+    register_tune_envs()

@@ -212,7 +212,6 @@ class KernelTuneEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
         self._steps = 0
         self._episode_over = True
-        self._started = False
         self._last: dict[str, Any] | None = None
         self._best: tuple[float, dict[str, Any]] | None = None
 
@@ -251,7 +250,6 @@ class KernelTuneEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         super().reset(seed=seed)
         self._steps = 0
         self._episode_over = False
-        self._started = True
         self._last = None
         self._best = None
         return self._observation(), self._info()
@@ -263,7 +261,7 @@ class KernelTuneEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             gymnasium.error.ResetNeeded: no episode is running (call :meth:`reset`).
             KernelGymError: ``action`` is not a configuration of the grid.
         """
-        if not self._started or self._episode_over:
+        if self._episode_over:
             raise gym.error.ResetNeeded("the episode is over or was never started: call reset() before step()")
         indices = tuple(int(a) for a in np.asarray(action).reshape(-1))
         code = self.template.render(indices)

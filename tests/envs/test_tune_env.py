@@ -126,6 +126,8 @@ def test_tune_reward_is_clipped_log_of_the_median_and_fails_on_any_failure():
 def test_spaces_observations_rewards_and_truncation():
     env, verifier = table_env(max_steps=3, repeats=3)
     assert env.action_space == gym.spaces.MultiDiscrete([3, 3])
+    with pytest.raises(gym.error.ResetNeeded):
+        env.step(np.array([1, 2]))
     obs, info = env.reset(seed=1)
     assert env.observation_space.contains(obs) and info == {"task_id": MATMUL, "step": 0}
     assert obs["dims"][:3] == pytest.approx([np.log2(129)] * 3) and obs["dims"][3:].tolist() == [0.0] * (MAX_DIMS - 3)
