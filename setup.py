@@ -1,5 +1,7 @@
 """Install kernelgym: ``pip install -e .`` (core) or ``pip install -e '.[dev]'`` (tests)."""
 
+from pathlib import Path
+
 from setuptools import find_packages, setup
 
 EXTRAS = {
@@ -25,7 +27,7 @@ setup(
     name="kernelgym",
     version="0.1.0",
     description="Gymnasium environments and a strict, sandboxed judge for native GPU/CPU kernel generation",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["kernelgym", "kernelgym.*"]),

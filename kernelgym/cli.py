@@ -11,7 +11,6 @@ launches verl GRPO training on a GPU cluster (``kernelgym.agents.train``).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path

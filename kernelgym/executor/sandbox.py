@@ -11,6 +11,7 @@ Holds:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import resource
@@ -165,10 +166,8 @@ def kill_session(sid: int, rounds: int = 50) -> None:
         if not members:
             return
         for pid in members:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         time.sleep(0.02)
 
 

@@ -133,7 +133,7 @@ def compare_outputs(reference: Any, candidate: Any, inputs: list[Any], atol: flo
             continue
         diff = torch.where(finite, (n - r).abs(), torch.zeros_like(r))
         scale = float(torch.where(finite, r.abs(), torch.zeros_like(r)).max())
-        if 0.0 < scale:
+        if scale > 0.0:
             tol_abs = min(tol_abs, max(tol_rel * scale, 1e-30))
         rel = diff / (r.abs() + tol_abs)
         max_abs = float(diff.max())

@@ -13,6 +13,7 @@ from kernelgym.envs.prompt import CODE_CHARSET
 from kernelgym.errors import TaskError
 from kernelgym.verifier.result import Status
 from kernelgym.verifier.reward import RewardSpec
+
 from .fakes import FakeVerifier, toy_suite
 
 

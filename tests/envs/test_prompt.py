@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from kernelgym.envs.prompt import CODE_CHARSET, build_prompt, sanitize
 from kernelgym.verifier import backend_language
+
 from .fakes import toy_suite
 
 

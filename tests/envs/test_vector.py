@@ -8,6 +8,7 @@ import pytest
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from kernelgym.envs import KernelEnv, KernelVectorEnv, register_envs
+
 from .fakes import FakeVerifier, toy_suite
 
 # Per step, one answer per sub-environment: episodes end (ok / budget) at different steps, so
