@@ -86,6 +86,7 @@ class BenchConfig:
         overwrite: delete a run already in ``out_dir`` and start again.
         backend: the target backend (``None``: :func:`default_backend` of the suite).
         executor: where candidates run: ``"local"`` (the embedded default) or ``"ray"``.
+        ray_address: Ray cluster to join with ``executor="ray"`` (``None``: ``$RAY_ADDRESS`` or a local Ray).
         num_workers: verifier worker processes (``None``: the executor's default).
         cache_dir: build cache (``None``: ``$KERNELGYM_CACHE`` or ``~/.cache/kernelgym``).
         verifier: the judge's settings; its ``faster_threshold`` (1.1) defines "faster".
@@ -111,6 +112,7 @@ class BenchConfig:
     overwrite: bool = False
     backend: str | None = None
     executor: str = "local"
+    ray_address: str | None = None
     num_workers: int | None = None
     cache_dir: str | None = None
     verifier: VerifierConfig = field(default_factory=VerifierConfig)
@@ -501,7 +503,8 @@ def run_bench(config: BenchConfig, *, agent: Agent | None = None, verifier: Veri
     try:
         prior = _episode_records(_prepare_out_dir(out, _run_settings(config, agent.name, backend, suite), config))
         if verifier is None:
-            verifier = make_verifier(backend, config.executor, config.verifier, config.num_workers, config.cache_dir)
+            extra = {"ray_address": config.ray_address} if config.executor == "ray" and config.ray_address else {}
+            verifier = make_verifier(backend, config.executor, config.verifier, config.num_workers, config.cache_dir, **extra)
 
         def make_env() -> KernelEnv:
             return KernelEnv(
@@ -713,6 +716,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     judge = parser.add_argument_group("judge")
     judge.add_argument("--backend", default=None, help="cpp | cuda | triton | musa (default: cpp for cpu, else cuda)")
     judge.add_argument("--executor", default="local", help="local | ray (default: local)")
+    judge.add_argument("--ray-address", default=None, help="Ray cluster address for --executor ray (default: $RAY_ADDRESS or a local Ray)")
     judge.add_argument("--workers", type=int, default=None, help="verifier worker processes")
     judge.add_argument("--cache-dir", default=None, help="build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
     defaults = VerifierConfig()
@@ -766,6 +770,7 @@ def _config_from_args(args: argparse.Namespace) -> BenchConfig:
         overwrite=args.overwrite,
         backend=args.backend,
         executor=args.executor,
+        ray_address=args.ray_address,
         num_workers=args.workers,
         cache_dir=args.cache_dir,
         verifier=verifier,

@@ -64,13 +64,19 @@ def make_verifier(
     config: VerifierConfig | None,
     num_workers: int | None,
     cache_dir: str | None,
+    **executor_kwargs: object,
 ) -> VerifierLike:
     """Build the real verifier (its workers start at its first evaluation).
+
+    ``executor_kwargs`` go to the executor (e.g. ``ray_address`` for ``executor="ray"``;
+    without it Ray uses ``$RAY_ADDRESS`` or starts a local instance).
 
     Raises:
         BackendUnavailableError: the backend cannot run on this machine (raised by the verifier).
     """
-    return Verifier(backend=backend, executor=executor, config=config, num_workers=num_workers, cache_dir=cache_dir)
+    return Verifier(
+        backend=backend, executor=executor, config=config, num_workers=num_workers, cache_dir=cache_dir, **executor_kwargs
+    )
 
 
 def resolve_suite(suite: str | TaskSuite, level: int | None = None) -> TaskSuite:

@@ -79,7 +79,8 @@ class Verifier:
         **executor_kwargs: passed to a named executor's constructor.
 
     Raises:
-        BackendUnavailableError: the backend cannot run on this machine.
+        BackendUnavailableError: the backend cannot run on this machine (local executor; the Ray
+            executor raises it when the cluster cannot run it).
 
     Example:
         >>> from kernelgym.tasks import load_suite
@@ -99,7 +100,8 @@ class Verifier:
         **executor_kwargs: Any,
     ) -> None:
         self.backend = backend
-        get_backend(backend).require_available()
+        if executor == "local":  # remote executors check where the candidates will actually run
+            get_backend(backend).require_available()
         self.config = config or VerifierConfig()
         self._executor_spec = executor
         self._executor_kwargs = dict(executor_kwargs, backend=backend, num_workers=num_workers, cache_dir=cache_dir,
