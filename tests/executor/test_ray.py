@@ -236,17 +236,19 @@ def test_a_candidate_whose_actor_dies_twice_is_a_runtime_error_with_the_reason(
 def test_close_and_ray_shutdown_leave_no_worker_or_actor_process(ray_cluster: None, cache_dir: Path, cpu_suite: TaskSuite) -> None:
     """Runs last in this module: it shuts Ray down."""
     relu = cpu_suite["level1/1_ReLU"]
+    # Workers of other session-wide verifiers share the cache directory (and so the marker): leave them out.
+    others = set(_worker_processes(str(cache_dir)))
     executor = RayExecutor(backend="cpp", num_workers=1, num_builders=1, cache_dir=cache_dir)
     job = Verifier(backend="cpp", config=VerifierConfig(runs=3, warmup=1)).prepare(relu, relu.solution("cpp"))
     assert isinstance(job, JudgeJob)
     assert executor.run_many([job, job])[0].status is Status.OK
     actor_pids = [a.pid for a in executor.actors()]
-    assert _worker_processes(str(cache_dir)), "the actors' sandboxed workers should be running"
+    assert set(_worker_processes(str(cache_dir))) - others, "the actors' sandboxed workers should be running"
 
     executor.close()
     ray.shutdown()
 
-    _wait_for(lambda: not _worker_processes(str(cache_dir)), "every sandboxed worker to exit", 30)
+    _wait_for(lambda: not set(_worker_processes(str(cache_dir))) - others, "every sandboxed worker to exit", 30)
     _wait_for(lambda: not any(_alive(pid) for pid in actor_pids), "the actor processes to exit", 30)
     with pytest.raises(RuntimeError, match="closed"):
         executor.run_many([job])
