@@ -1,20 +1,19 @@
 # task: level1/1_ReLU
 # expect: incorrect
 # rule: shape-variant-mismatch
-# pattern: 10 — the grid is hard-coded for 4096 x 4096 and the mask for that size
+# pattern: 10 — whole 1024-element blocks only: right for 4096 x 4096, the tail of odd sizes is never written
 import torch
 import triton
 import triton.language as tl
 from torch import nn
 
-N_FIXED = 4096 * 4096
-
 
 @triton.jit
-def relu_fixed(x_ptr, y_ptr, BLOCK: tl.constexpr):
+def relu_fixed(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs)
-    tl.store(y_ptr + offs, tl.maximum(x, 0.0))
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
 
 
 class ModelNew(nn.Module):
@@ -23,5 +22,6 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         y = torch.zeros_like(x)
-        relu_fixed[(N_FIXED // 1024,)](x, y, BLOCK=1024)
+        n = x.numel()
+        relu_fixed[(max(1, n // 1024),)](x, y, n, BLOCK=1024)
         return y
