@@ -147,9 +147,7 @@ class _Harness:
             with self.backend.build_hooks(self.build_root, self.tracker, self.builds):
                 self.candidate = _load_module("candidate", self.job.code, self.work_dir)
         except BuildError as exc:
-            log = trim_compiler_log(exc.log) if exc.log else str(exc)
-            first = log.splitlines()[0] if log else str(exc)
-            raise Verdict(Status.COMPILE_ERROR, ["\n".join(log.splitlines()[1:])] if log else [], lead=first) from None
+            raise _build_verdict(exc) from None
         except Exception as exc:
             raise Verdict(Status.RUNTIME_ERROR, [f"Loading your program raised {_error_line(exc)}"]) from None
         model_new = getattr(self.candidate, "ModelNew", None)
@@ -203,8 +201,7 @@ class _Harness:
         except Verdict:
             raise
         except BuildError as exc:  # JIT backends (Triton) compile at the first launch
-            log = trim_compiler_log(exc.log) if exc.log else str(exc)
-            raise Verdict(Status.COMPILE_ERROR, log.splitlines()[1:], lead=log.splitlines()[0] if log else str(exc)) from None
+            raise _build_verdict(exc) from None
         except Exception as exc:
             raise Verdict(Status.RUNTIME_ERROR, [f"ModelNew.forward raised {_error_line(exc)}"]) from None
         if guard.compute_ops:
@@ -228,6 +225,14 @@ class _Harness:
                 (Violation("input-mutation", 0, "forward must not write to its inputs; write results to new tensors.", "runtime"),),
             )
         return output
+
+
+def _build_verdict(exc: BuildError) -> Verdict:
+    """A compile error whose feedback starts with the compiler's first error line."""
+    lines = (trim_compiler_log(exc.log) if exc.log else "").splitlines()
+    if not lines:
+        return Verdict(Status.COMPILE_ERROR, [], lead=str(exc))
+    return Verdict(Status.COMPILE_ERROR, ["\n".join(lines[1:]), f"({exc})"], lead=lines[0])
 
 
 def _mismatch_verdict(mismatch: Any, context: str, rule: str) -> Verdict:
