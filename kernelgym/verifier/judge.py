@@ -30,7 +30,7 @@ import torch
 from kernelgym.backends import Backend, BuildRecord, KernelTracker, get_backend
 from kernelgym.backends.base import median_and_iqr
 from kernelgym.backends.native import BuildError, trim_compiler_log
-from kernelgym.verifier.compare import compare_outputs, fingerprint, flatten_outputs
+from kernelgym.verifier.compare import Mismatch, compare_outputs, fingerprint, flatten_outputs
 from kernelgym.verifier.feedback import compose_feedback
 from kernelgym.verifier.guard import AtenGuard, GlobalState
 from kernelgym.verifier.job import JudgeJob
@@ -64,7 +64,6 @@ class _Progress:
     correct: bool = False
     max_abs: float = 0.0
     max_rel: float = 0.0
-    kernel_calls: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     timing: dict[str, Any] = field(default_factory=dict)
@@ -124,6 +123,7 @@ class _Harness:
         self.state = GlobalState.capture()
         self.reference: ModuleType | None = None
         self.candidate: ModuleType | None = None
+        self.kernel_calls = 0
 
     def check_state(self, when: str) -> None:
         changes = GlobalState.capture().changes_since(self.state)
@@ -235,7 +235,7 @@ def _build_verdict(exc: BuildError) -> Verdict:
     return Verdict(Status.COMPILE_ERROR, ["\n".join(lines[1:]), f"({exc})"], lead=lines[0])
 
 
-def _mismatch_verdict(mismatch: Any, context: str, rule: str) -> Verdict:
+def _mismatch_verdict(mismatch: Mismatch, context: str, rule: str) -> Verdict:
     status = Status.ILLEGAL if mismatch.illegal else Status.INCORRECT
     rule_id = mismatch.rule if mismatch.illegal or mismatch.rule != "wrong-output" else rule
     return Verdict(status, [f"{context}: {mismatch.message}"], (Violation(rule_id, 0, mismatch.message, "runtime"),))
@@ -478,7 +478,7 @@ def _result(job: JudgeJob, backend: Backend, progress: _Progress, h: _Harness, s
         score=score,
         seconds=seconds,
         cache_hit=bool(h.builds) and all(b.cache_hit for b in h.builds) and build_seconds < 5.0,
-        custom_kernel_calls=getattr(h, "kernel_calls", 0),
+        custom_kernel_calls=h.kernel_calls,
         seeds=job.seeds[: config.trials + 1],
         device=backend.device_name(),
     )
