@@ -250,7 +250,6 @@ def _mismatch_rule(
     previous: set[str],
     trial: int,
     v_index: int,
-    tolerances: tuple[float, float],
 ) -> str:
     """Name the cause of a mismatch: a replayed earlier output, a mode-dependent answer, or a wrong one."""
     if fingerprint(output) in previous:
@@ -264,7 +263,7 @@ def _mismatch_rule(
         with torch.no_grad():
             expected = reference(*_clone(inputs))
             again = h.run_candidate(candidate, _clone(inputs))
-        if compare_outputs(expected, again, inputs, *tolerances, h.job.config.low_precision_tol).mismatch is None:
+        if compare_outputs(expected, again, inputs, *_tolerances(h.job), h.job.config.low_precision_tol).mismatch is None:
             return "mode-mismatch"
     # Trial 1 passed in this very mode: an answer that goes wrong later depends on its call history.
     return "stale-output"
@@ -272,8 +271,7 @@ def _mismatch_rule(
 
 def _check(h: _Harness, progress: _Progress) -> tuple[torch.nn.Module, torch.nn.Module]:
     job, task = h.job, h.job.task
-    atol = task.atol if task.atol is not None else job.config.atol
-    rtol = task.rtol if task.rtol is not None else job.config.rtol
+    atol, rtol = _tolerances(job)
     variants: list[dict[str, Any]] = [{}]
     if job.config.check_variants:
         variants += [dict(v) for v in task.variants]
@@ -299,7 +297,7 @@ def _check(h: _Harness, progress: _Progress) -> tuple[torch.nn.Module, torch.nn.
                 where = f"trial {trial + 1} (seed {seed}, {'train' if training else 'eval'} mode, grad {'on' if grad else 'off'})"
                 if v_index:
                     where += f", shape variant {variant}"
-                rule = _mismatch_rule(h, reference, candidate, inputs, output, previous, trial, v_index, (atol, rtol))
+                rule = _mismatch_rule(h, reference, candidate, inputs, output, previous, trial, v_index)
                 raise _mismatch_verdict(result.mismatch, where, rule)
             previous.add(fingerprint(output))
         if v_index == 0:
