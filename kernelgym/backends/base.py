@@ -12,7 +12,7 @@ trusted parts run (``unavailable_reason``, the prompt text). Everything else
 runs inside a sandboxed worker process: ``build_hooks`` intercepts the
 candidate's build calls (``load_inline``, ``@triton.jit``) so builds go through
 the content-addressed cache and every native entry point is counted;
-``time_calls`` measures with the right synchronization for the device.
+``call_timer`` times one call with the right synchronization for the device.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from typing import Any, ClassVar
 
 from kernelgym.errors import BackendUnavailableError
 
-__all__ = ["KernelTracker", "BuildRecord", "Backend", "median_and_iqr", "register_backend", "get_backend", "backend_names"]
+__all__ = [
+    "KernelTracker", "BuildRecord", "Backend", "HostTimer", "median_and_iqr", "register_backend", "get_backend", "backend_names",
+]
 
 
 class KernelTracker:
@@ -73,6 +75,28 @@ class BuildRecord:
     key: str
     seconds: float
     cache_hit: bool
+
+
+class HostTimer:
+    """Times one call with ``time.perf_counter`` (host devices); GPU backends use device events."""
+
+    def __init__(self) -> None:
+        self.begin = self.end = 0.0
+
+    def flush(self) -> None:
+        """Nothing to evict on a host device."""
+
+    def start(self) -> None:
+        """Mark the start of the call."""
+        self.begin = time.perf_counter()
+
+    def stop(self) -> None:
+        """Mark its end."""
+        self.end = time.perf_counter()
+
+    def elapsed_ms(self) -> float:
+        """Milliseconds between start and stop (after the device is synchronized)."""
+        return (self.end - self.begin) * 1e3
 
 
 class Backend:
@@ -156,24 +180,9 @@ class Backend:
     def poison_memory(self) -> None:
         """Fill freed allocator memory with NaN so stale results cannot pass."""
 
-    def time_calls(self, fn: Callable[[Sequence[Any]], Any], input_sets: Sequence[Sequence[Any]], warmup: int, runs: int) -> list[float]:
-        """Milliseconds of ``fn(inputs)`` for ``runs`` calls, rotating ``input_sets``.
-
-        The default uses ``time.perf_counter`` around a synchronized call, which is
-        right for host devices; GPU backends override with device events.
-        """
-        for i in range(warmup):
-            fn(input_sets[i % len(input_sets)])
-        self.synchronize()
-        times = []
-        for i in range(runs):
-            inputs = input_sets[i % len(input_sets)]
-            self.synchronize()
-            start = time.perf_counter()
-            fn(inputs)
-            self.synchronize()
-            times.append((time.perf_counter() - start) * 1e3)
-        return times
+    def call_timer(self) -> Any:
+        """A timer for one call: ``flush()``, ``start()``, ``stop()``, then ``elapsed_ms()`` after synchronizing."""
+        return HostTimer()
 
 
 _REGISTRY: dict[str, type[Backend]] = {}

@@ -6,18 +6,16 @@ Holds:
         allocator memory, and event timing with the L2 cache flushed before every run.
     CudaBackend: CUDA C++ through ``load_inline(cuda_sources=...)``, built by nvcc + ninja
         through the content-addressed build cache.
-    RunTimer: what the timing loop needs from a device (flush, start, stop, synchronize).
-    EventTimer: the RunTimer of a GPU: device events on the current stream.
-    time_rotated: the timing loop (warm-up, inputs rotated, flush outside the timed region).
+    EventTimer: times one call with device events on the current stream, L2 flushed first.
     peak_bandwidth_gbs: peak memory bandwidth of a GPU from its name (roofline check).
     l2_flush_bytes: size of the buffer written before every timed run.
     pinned_device: the device id a worker with a given index is pinned to.
 
 Timing follows DESIGN.md stage 5: every timed call starts with a cold L2 (a
 buffer of at least twice the L2 size is written first, outside the timed
-region), inputs rotate over fresh input sets, start/end events are recorded on
-the current stream and the device is synchronized after each call, so an
-asynchronous CUDA error surfaces in the call that caused it.
+region), start/end events are recorded on the current stream and the device is
+synchronized after each call, so an asynchronous CUDA error surfaces in the
+call that caused it.
 """
 
 from __future__ import annotations
@@ -26,10 +24,10 @@ import contextlib
 import glob
 import os
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any
 
 from kernelgym.backends.base import Backend, BuildRecord, KernelTracker, register_backend
 from kernelgym.backends.native import intercept_load_inline
@@ -38,15 +36,16 @@ __all__ = [
     "CudaBackend",
     "EventTimer",
     "GpuBackend",
-    "RunTimer",
     "l2_flush_bytes",
     "peak_bandwidth_gbs",
     "pinned_device",
-    "time_rotated",
 ]
 
 MIN_FLUSH_BYTES = 256 * 1024**2
 """Smallest L2-flush buffer (twice the 128 MB L2 of the largest current GPUs)."""
+
+MAX_POISON_BYTES = 2 * 1024**3
+"""Most bytes poisoned before one call, however large the task (fresh inputs and compared outputs catch the rest)."""
 
 FALLBACK_BANDWIDTH_GBS = 3000.0
 """Peak bandwidth assumed for a GPU missing from the table (an H100-class figure)."""
@@ -124,84 +123,35 @@ def pinned_device(index: int, visible: str | None, count: int) -> str:
     return entries[index % len(entries)]
 
 
-class RunTimer(Protocol):
-    """What :func:`time_rotated` needs from a device."""
-
-    def flush(self) -> None:
-        """Evict caches; runs outside the timed region."""
-
-    def start(self) -> None:
-        """Mark the start of one timed call."""
-
-    def stop(self) -> None:
-        """Mark the end of one timed call."""
-
-    def synchronize(self) -> None:
-        """Wait for all queued device work (raises the device's pending errors)."""
-
-    def elapsed_ms(self) -> list[float]:
-        """Milliseconds of each start/stop pair, in order."""
-
-
-def time_rotated(fn: Callable[[Sequence[Any]], Any], input_sets: Sequence[Sequence[Any]], warmup: int, runs: int, timer: RunTimer) -> list[float]:
-    """Time ``runs`` calls of ``fn``, rotating ``input_sets``, each call after a cache flush.
-
-    Warm-up calls come first (they also absorb JIT compilation and autotuning).
-    Each timed call is ``flush -> start -> fn -> stop -> synchronize``, so the
-    flush is never timed and a device error surfaces in the call that caused it.
-
-    Returns:
-        One duration in milliseconds per timed call.
-    """
-    for i in range(warmup):
-        fn(input_sets[i % len(input_sets)])
-    timer.synchronize()
-    for i in range(runs):
-        inputs = input_sets[i % len(input_sets)]
-        timer.flush()
-        timer.start()
-        fn(inputs)
-        timer.stop()
-        timer.synchronize()
-    return timer.elapsed_ms()
-
-
 class EventTimer:
-    """A :class:`RunTimer` made of device events recorded on the current stream.
+    """Times one call with device events on the current stream; ``flush`` evicts L2 first, outside the timed region.
 
     Args:
         api: the device module (``torch.cuda`` or ``torch.musa``).
-        flush_buffer: a byte tensor of :func:`l2_flush_bytes` bytes, zeroed before each run.
+        flush_buffer: a byte tensor of :func:`l2_flush_bytes` bytes, zeroed by ``flush``.
     """
 
     def __init__(self, api: ModuleType, flush_buffer: Any) -> None:
         self.api = api
         self.flush_buffer = flush_buffer
-        self.pairs: list[tuple[Any, Any]] = []
+        self.begin = api.Event(enable_timing=True)
+        self.end = api.Event(enable_timing=True)
 
     def flush(self) -> None:
         """Overwrite the flush buffer (evicts every line of L2)."""
         self.flush_buffer.zero_()
 
     def start(self) -> None:
-        """Record a start event on the current stream."""
-        event = self.api.Event(enable_timing=True)
-        event.record(self.api.current_stream())
-        self.pairs.append((event, None))
+        """Record the start event on the current stream."""
+        self.begin.record(self.api.current_stream())
 
     def stop(self) -> None:
-        """Record the matching end event on the current stream."""
-        event = self.api.Event(enable_timing=True)
-        event.record(self.api.current_stream())
-        self.pairs[-1] = (self.pairs[-1][0], event)
+        """Record the end event on the current stream."""
+        self.end.record(self.api.current_stream())
 
-    def synchronize(self) -> None:
-        """Synchronize the whole device, not just one stream."""
-        self.api.synchronize()
-
-    def elapsed_ms(self) -> list[float]:
-        """Event-measured milliseconds of each run (the device must be synchronized)."""
-        return [start.elapsed_time(end) for start, end in self.pairs]
+    def elapsed_ms(self) -> float:
+        """Event-measured milliseconds of the call (the device must be synchronized)."""
+        return float(self.begin.elapsed_time(self.end))
 
 
 class GpuBackend(Backend):
@@ -321,19 +271,19 @@ class GpuBackend(Backend):
         api = self.api()
         api.empty_cache()
         free = int(api.mem_get_info()[0])
-        size = min(max(int(api.memory_allocated()), MIN_FLUSH_BYTES), free // 2)
+        size = min(max(int(api.memory_allocated()), MIN_FLUSH_BYTES), free // 2, MAX_POISON_BYTES)
         nan = float("nan")
         large = torch.full((size // 4,), nan, dtype=torch.float32, device=self.device())
         small = [torch.full((_SMALL_POISON_FLOATS,), nan, device=self.device()) for _ in range(_SMALL_POISON_BLOCKS)]
         del large, small
 
-    def time_calls(self, fn: Callable[[Sequence[Any]], Any], input_sets: Sequence[Sequence[Any]], warmup: int, runs: int) -> list[float]:
-        """Event-timed milliseconds of ``runs`` calls, L2 flushed before each (see :func:`time_rotated`)."""
+    def call_timer(self) -> Any:
+        """Device events around one call, after an L2 flush (:class:`EventTimer`)."""
         import torch
 
         if self._flush is None:
             self._flush = torch.empty(MIN_FLUSH_BYTES, dtype=torch.uint8, device=self.device())
-        return time_rotated(fn, input_sets, warmup, runs, EventTimer(self.api(), self._flush))
+        return EventTimer(self.api(), self._flush)
 
 
 @register_backend("cuda")

@@ -21,7 +21,7 @@ import contextlib
 import functools
 import importlib.util
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -167,11 +167,9 @@ class TritonBackend(GpuBackend):
         if self.device_available():
             super().poison_memory()
 
-    def time_calls(self, fn: Callable[[Sequence[Any]], Any], input_sets: Sequence[Sequence[Any]], warmup: int, runs: int) -> list[float]:
-        """Event timing on the GPU; wall-clock (not meaningful) under the interpreter."""
-        if self.device_available():
-            return super().time_calls(fn, input_sets, warmup, runs)
-        return Backend.time_calls(self, fn, input_sets, warmup, runs)
+    def call_timer(self) -> Any:
+        """Device events on the GPU; the host clock (not meaningful) under the interpreter."""
+        return super().call_timer() if self.device_available() else Backend.call_timer(self)
 
     @contextlib.contextmanager
     def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord]) -> Iterator[None]:

@@ -20,7 +20,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -31,9 +31,23 @@ from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status
 from kernelgym.verifier.verifier import register_executor
 
-__all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result"]
+__all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result", "remove_orphaned_work_dirs"]
 
 _STARTUP_SECONDS = 900.0  # importing torch and, once per machine, building the precompiled header
+_WORKER_MARGIN_SECONDS = 60.0
+_WORK_DIR_PREFIX = "kernelgym-worker-"
+_OWNER_FILE = "owner.pid"
+
+
+def remove_orphaned_work_dirs() -> None:
+    """Remove worker directories whose owning process is gone (a parent killed before it could clean up)."""
+    for path in Path(tempfile.gettempdir()).glob(_WORK_DIR_PREFIX + "*"):
+        try:
+            owner = int((path / _OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def default_cache_dir() -> Path:
@@ -55,7 +69,9 @@ class WorkerHandle:
         self.confinement = ""
 
     def _start(self) -> None:
-        self.work_dir = Path(tempfile.mkdtemp(prefix="kernelgym-worker-"))
+        remove_orphaned_work_dirs()
+        self.work_dir = Path(tempfile.mkdtemp(prefix=_WORK_DIR_PREFIX))
+        (self.work_dir / _OWNER_FILE).write_text(str(os.getpid()))
         parent, child = socket.socketpair()
         build_root = self.cache_dir / "builds"
         backend = get_backend(self.backend)
@@ -132,14 +148,17 @@ class WorkerHandle:
             return failure_result(job, Status.RUNTIME_ERROR, f"The judge's worker could not start: {exc}", "build")
         assert self.conn is not None
         self.conn.send(job)
-        timeouts = job.config.timeouts
-        budgets = {"build": timeouts.build, "check": timeouts.check, "time": timeouts.time}
-        stage, budget = "build", timeouts.build
+        stage, budget = "build", job.config.timeouts.build
         while True:
-            message = self._receive(budget)
+            # The worker enforces each stage's budget on the candidate itself; this deadline only
+            # catches a worker that hangs, so it is the stage's budget plus a margin.
+            message = self._receive(budget + _WORKER_MARGIN_SECONDS)
             kind = message[0]
             if kind == "stage":
-                stage, budget = message[1], budgets.get(message[1], timeouts.check)
+                stage, budget = message[1], float(message[2])
+            elif kind == "failed":
+                self.stop()
+                return failure_result(job, Status.RUNTIME_ERROR, f"The judge's worker failed: {message[1]}", stage)
             elif kind == "result":
                 result = EvalResult.from_dict(message[1])
                 if message[2]:
@@ -208,7 +227,7 @@ class LocalExecutor:
             threads=threads_per_worker,
         )
         self._idle = [
-            WorkerHandle(backend, self.cache_dir, self.policy, i % devices if devices else None)
+            WorkerHandle(backend, self.cache_dir, replace(self.policy, cpu=i), i % devices if devices else None)
             for i in range(self.num_workers)
         ]
         self._lock = threading.Lock()

@@ -39,6 +39,8 @@ class SandboxPolicy:
         max_processes: process limit (enforced by the kernel for non-root users only).
         writable: directories the worker may write beneath; everything else is read-only.
         threads: OpenMP/torch threads per worker.
+        cpu: index (into the CPUs this process may use) of the one CPU the worker and its candidates
+            are pinned to (``None``: not pinned). The reference and the candidate run on it alike.
     """
 
     memory_gb: float | None = 16.0
@@ -46,6 +48,7 @@ class SandboxPolicy:
     max_processes: int = 4096
     writable: tuple[str, ...] = ()
     threads: int = 1
+    cpu: int | None = None
 
 
 def scrubbed_environment(work_dir: Path, cache_dir: Path, threads: int) -> dict[str, str]:

@@ -1,11 +1,18 @@
-"""The sandboxed worker process: ``python -m kernelgym.executor.worker``.
+"""The judge's worker process: ``python -m kernelgym.executor.worker``.
 
 Holds:
     main: the worker loop. It confines itself (session, limits, Landlock,
-        scrubbed environment, private directory), then judges jobs received over
-        an inherited socket, sending ``("stage", name)`` as each stage starts and
-        ``("result", dict, discard)`` at the end. Candidate output goes to a log
-        file, never to the protocol socket.
+        scrubbed environment, private directory, one pinned CPU), then judges
+        jobs received over an inherited socket, sending ``("stage", name,
+        budget)`` as each stage starts (or its budget grows with the task) and
+        ``("result", dict, discard)`` at the end.
+
+The worker is the trusted side: it owns the reference, the inputs, the
+comparisons, the timing and the result channel. Candidate code never runs
+here: each answer gets a candidate process of its own
+(:class:`~kernelgym.executor.candidate.CandidateProcess`), killed after the
+answer. One spare candidate process is started ahead, so starting Python,
+torch and a device context is never on the path of the next answer.
 """
 
 from __future__ import annotations
@@ -22,44 +29,87 @@ from kernelgym.executor.sandbox import SandboxPolicy, apply_limits, die_with_par
 
 __all__ = ["main"]
 
+_CANDIDATE_STARTUP_SECONDS = 300.0
+
+
+def _cpus(policy: SandboxPolicy) -> tuple[set[int], set[int]]:
+    """The CPU this worker and its candidates are pinned to, and the CPUs a spare may start on."""
+    allowed = sorted(os.sched_getaffinity(0))
+    mine = {allowed[policy.cpu % len(allowed)]} if policy.cpu is not None else set(allowed)
+    others = set(allowed) - mine
+    return mine, others or mine
+
 
 def main(argv: list[str]) -> int:
     """Run the worker loop; ``argv`` = [fd, work_dir, cache_dir, policy_json, backend]."""
     die_with_parent()
     fd, work_dir, cache_dir, policy_json, backend_name = int(argv[0]), Path(argv[1]), Path(argv[2]), argv[3], argv[4]
-    policy = SandboxPolicy(**{**json.loads(policy_json), "writable": tuple(json.loads(policy_json)["writable"])})
+    raw = json.loads(policy_json)
+    policy = SandboxPolicy(**{**raw, "writable": tuple(raw["writable"])})
     conn = Connection(socket.socket(fileno=fd).detach())
     os.chdir(work_dir)
     apply_limits(policy)
+    mine, startup = _cpus(policy)
+    os.sched_setaffinity(0, mine)
 
-    import torch  # noqa: F401  (imported before confinement: its import writes nothing, but is slow)
+    import torch
 
     from kernelgym.backends import get_backend
+    from kernelgym.executor.candidate import CandidateProcess
     from kernelgym.verifier.judge import judge
     from kernelgym.verifier.result import Status
 
+    torch.set_num_threads(policy.threads)
     backend = get_backend(backend_name)
     build_root = cache_dir / "builds"
     build_root.mkdir(parents=True, exist_ok=True)
     backend.prepare_worker(build_root)
     confinement = restrict_filesystem(policy.writable)
+    environment = dict(os.environ)
+    candidates = work_dir / "candidates"
+    candidates.mkdir()
+
+    def spawn() -> CandidateProcess:
+        return CandidateProcess(backend_name, cache_dir, policy, environment, candidates, startup)
+
+    # Candidate processes started ahead: enough that one is ready when answers come back to back
+    # (starting Python, torch and a device context takes longer than judging a cached answer).
+    spares = [spawn() for _ in range(1 if backend.device_type == "cpu" else 3)]
     conn.send(("ready", confinement))
     jobs = 0
-    while True:
-        try:
-            job = conn.recv()
-        except (EOFError, OSError):
-            return 0
-        if job is None:
-            return 0
-        jobs += 1
-        job_dir = work_dir / f"job{jobs}"
-        job_dir.mkdir()
-        result = judge(job, build_root, job_dir, on_stage=lambda stage: conn.send(("stage", stage)))
-        # A worker that ran a kernel that crashed, hung or misbehaved may be in a bad state: replace it.
-        discard = result.status not in (Status.OK, Status.INCORRECT, Status.COMPILE_ERROR, Status.FORMAT_ERROR)
-        conn.send(("result", result.to_dict(), discard))
-        shutil.rmtree(job_dir, ignore_errors=True)
+    try:
+        while True:
+            try:
+                job = conn.recv()
+            except (EOFError, OSError):
+                return 0
+            if job is None:
+                return 0
+            jobs += 1
+            job_dir = work_dir / f"job{jobs}"
+            job_dir.mkdir()
+            candidate = spares.pop(0)
+            spares.append(spawn())
+            conn.send(("stage", "build", job.config.timeouts.build + _CANDIDATE_STARTUP_SECONDS))
+            try:
+                candidate.wait_ready(_CANDIDATE_STARTUP_SECONDS)
+                candidate.pin(mine)
+                result = judge(job, candidate, build_root, job_dir, on_stage=lambda stage, budget: conn.send(("stage", stage, budget)))
+            except Exception as exc:  # the candidate's process never came up
+                result = None
+                conn.send(("failed", f"the candidate's process could not start: {exc}"))
+            finally:
+                candidate.close()
+                shutil.rmtree(job_dir, ignore_errors=True)
+                if backend.device_type != "cpu":
+                    getattr(torch, backend.device_type).empty_cache()  # the next candidate gets the device memory this job's buffers held
+            if result is not None:
+                # A worker whose GPU saw a fault may be in a bad state: replace it.
+                discard = result.status is Status.RUNTIME_ERROR and backend.device_type != "cpu"
+                conn.send(("result", result.to_dict(), discard))
+    finally:
+        for spare in spares:
+            spare.close()
 
 
 if __name__ == "__main__":

@@ -1,23 +1,25 @@
-"""Comparing candidate outputs with the reference, and fingerprinting inputs (worker side).
+"""Comparing candidate outputs with the reference, on the device (trusted side).
 
 Holds:
     Mismatch: why outputs differ, in a sentence, with error metrics.
-    compare_outputs: strict, dtype-aware comparison of (tuples of) tensors.
-    fingerprint: a hash of tensor contents, to detect input mutation.
+    compare_outputs: strict, dtype-aware comparison of (tuples of) tensors, in bounded chunks on the device.
+    checksum: a device-side digest of tensor contents (names replayed outputs; no host copy).
+    same_bytes: whether two tensors hold the same bytes (input mutation), on the device.
     flatten_outputs: a forward's result as a list of leaves.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-__all__ = ["Mismatch", "Comparison", "compare_outputs", "fingerprint", "flatten_outputs"]
+__all__ = ["Mismatch", "Comparison", "compare_outputs", "checksum", "same_bytes", "flatten_outputs"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+# Elements compared at once: float64 temporaries of one chunk stay in the hundreds of MB.
+_CHUNK = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -53,17 +55,28 @@ def flatten_outputs(value: Any) -> list[Any]:
     return [value]
 
 
-def fingerprint(values: Any) -> str:
-    """SHA-1 over the bytes, shapes and dtypes of every tensor leaf (and reprs of the rest)."""
-    digest = hashlib.sha1()
+def _bytes_of(tensor: torch.Tensor) -> torch.Tensor:
+    flat = tensor.detach().contiguous().reshape(-1)
+    return flat.view(torch.uint8) if flat.numel() else flat.to(torch.uint8)
+
+
+def checksum(values: Any) -> tuple:
+    """A digest of every tensor leaf, computed on its device (shape, dtype, byte sum, weighted value sum)."""
+    parts: list[Any] = []
     for leaf in flatten_outputs(values):
         if isinstance(leaf, torch.Tensor):
-            data = leaf.detach().to("cpu").contiguous()
-            digest.update(f"{tuple(data.shape)}{data.dtype}".encode())
-            digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+            raw = _bytes_of(leaf)
+            parts += [tuple(leaf.shape), str(leaf.dtype), int(raw.sum(dtype=torch.int64))]
+            if leaf.is_floating_point() and leaf.numel():
+                parts.append(float(leaf.detach().sum(dtype=torch.float64)))
         else:
-            digest.update(repr(leaf).encode())
-    return digest.hexdigest()
+            parts.append(repr(leaf))
+    return tuple(parts)
+
+
+def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` have the same shape and bytes (NaNs included), compared on the device."""
+    return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(_bytes_of(a), _bytes_of(b)))
 
 
 def _storages(values: list[Any]) -> set[int]:
@@ -111,55 +124,71 @@ def compare_outputs(reference: Any, candidate: Any, inputs: list[Any], atol: flo
             tol_abs = tol_rel = low_precision_tol
         else:
             tol_abs, tol_rel = atol, rtol
-        r = ref.detach().to("cpu", torch.float64)
-        n = new.detach().to("cpu", torch.float64)
         if not ref.is_floating_point() and not ref.is_complex():
             tol_abs = tol_rel = 0.0
-        ref_finite, new_finite = torch.isfinite(r), torch.isfinite(n)
-        bad_finite = ref_finite != new_finite
-        if bool(bad_finite.any()):
-            first = _first_index(bad_finite, ref.shape)
-            return Comparison(
-                Mismatch("wrong-output", f"{label} has NaN/inf where the reference has finite values (first at index {first})"),
-                float("inf"),
-                float("inf"),
-            )
-        finite = ref_finite
-        nonfinite_differs = (~finite) & ~((r == n) | (torch.isnan(r) & torch.isnan(n)))
-        if bool(nonfinite_differs.any()):
-            first = _first_index(nonfinite_differs, ref.shape)
-            return Comparison(Mismatch("wrong-output", f"{label} has the wrong NaN/inf at index {first}"), float("inf"), float("inf"))
-        if r.numel() == 0:
-            continue
-        diff = torch.where(finite, (n - r).abs(), torch.zeros_like(r))
-        scale = float(torch.where(finite, r.abs(), torch.zeros_like(r)).max())
-        if scale > 0.0:
-            tol_abs = min(tol_abs, max(tol_rel * scale, 1e-30))
-        rel = diff / (r.abs() + tol_abs)
-        max_abs = float(diff.max())
-        max_rel = float(torch.where(diff > 0, rel, torch.zeros_like(rel)).max())
+        mismatch, max_abs, max_rel = _compare_tensor(ref, new, label, tol_abs, tol_rel)
         worst_abs, worst_rel = max(worst_abs, max_abs), max(worst_rel, max_rel)
-        bad = diff > tol_abs + tol_rel * r.abs()
-        if bool(bad.any()):
-            first = _first_index(bad, ref.shape)
-            flat = int(bad.flatten().nonzero()[0])
-            got, want = float(n.flatten()[flat]), float(r.flatten()[flat])
-            count = int(bad.sum())
-            return Comparison(
-                Mismatch(
-                    "wrong-output",
-                    f"{label} differs from the reference in {count} of {r.numel()} elements: "
-                    f"max abs error {max_abs:.3g}, max rel error {max_rel:.3g} (atol {tol_abs:.1e}, rtol {tol_rel:.1e}); "
-                    f"first mismatch at index {first}: got {got:.6g}, expected {want:.6g}",
-                ),
-                max_abs,
-                max_rel,
-            )
+        if mismatch is not None:
+            return Comparison(mismatch, max_abs, max_rel)
     return Comparison(None, worst_abs, worst_rel)
 
 
-def _first_index(mask: torch.Tensor, shape: torch.Size) -> tuple[int, ...]:
-    flat = int(mask.flatten().nonzero()[0])
+def _chunks(ref: torch.Tensor, new: torch.Tensor) -> Any:
+    r_all, n_all = ref.detach().reshape(-1), new.detach().to(ref.device).reshape(-1)
+    for start in range(0, r_all.numel(), _CHUNK):
+        yield start, r_all[start : start + _CHUNK].to(torch.float64), n_all[start : start + _CHUNK].to(torch.float64)
+
+
+def _compare_tensor(ref: torch.Tensor, new: torch.Tensor, label: str, tol_abs: float, tol_rel: float) -> tuple[Mismatch | None, float, float]:
+    """Elementwise check in float64 on the device, chunk by chunk (two passes: finiteness and scale, then errors)."""
+    inf = float("inf")
+    scale = 0.0
+    for start, r, n in _chunks(ref, new):
+        ref_finite, new_finite = torch.isfinite(r), torch.isfinite(n)
+        bad_finite = ref_finite != new_finite
+        if bool(bad_finite.any()):
+            first = _unravel(start + int(bad_finite.nonzero()[0]), ref.shape)
+            return Mismatch("wrong-output", f"{label} has NaN/inf where the reference has finite values (first at index {first})"), inf, inf
+        differs = (~ref_finite) & ~((r == n) | (torch.isnan(r) & torch.isnan(n)))
+        if bool(differs.any()):
+            first = _unravel(start + int(differs.nonzero()[0]), ref.shape)
+            return Mismatch("wrong-output", f"{label} has the wrong NaN/inf at index {first}"), inf, inf
+        if r.numel():
+            scale = max(scale, float(torch.where(ref_finite, r.abs(), torch.zeros_like(r)).max()))
+    if scale > 0.0:
+        tol_abs = min(tol_abs, max(tol_rel * scale, 1e-30))
+    max_abs = max_rel = 0.0
+    count, first_bad = 0, None
+    for start, r, n in _chunks(ref, new):
+        if not r.numel():
+            continue
+        finite = torch.isfinite(r)
+        diff = torch.where(finite, (n - r).abs(), torch.zeros_like(r))
+        rel = diff / (r.abs() + tol_abs)
+        max_abs = max(max_abs, float(diff.max()))
+        max_rel = max(max_rel, float(torch.where(diff > 0, rel, torch.zeros_like(rel)).max()))
+        bad = diff > tol_abs + tol_rel * r.abs()
+        bad_count = int(bad.sum())
+        if bad_count and first_bad is None:
+            flat = int(bad.nonzero()[0])
+            first_bad = (start + flat, float(n[flat]), float(r[flat]))
+        count += bad_count
+    if first_bad is None:
+        return None, max_abs, max_rel
+    flat, got, want = first_bad
+    return (
+        Mismatch(
+            "wrong-output",
+            f"{label} differs from the reference in {count} of {ref.numel()} elements: "
+            f"max abs error {max_abs:.3g}, max rel error {max_rel:.3g} (atol {tol_abs:.1e}, rtol {tol_rel:.1e}); "
+            f"first mismatch at index {_unravel(flat, ref.shape)}: got {got:.6g}, expected {want:.6g}",
+        ),
+        max_abs,
+        max_rel,
+    )
+
+
+def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
     index = []
     for size in reversed(shape):
         index.append(flat % size)

@@ -16,16 +16,25 @@ __all__ = ["StageTimeouts", "VerifierConfig"]
 
 @dataclass(frozen=True)
 class StageTimeouts:
-    """Seconds each worker stage may take before the worker is killed.
+    """Seconds each worker stage may take before the candidate (or the worker) is killed.
 
-    ``build`` covers compiling native code (a cold C++ ``load_inline`` build
-    takes ~30 s on 2 cores, more when several run at once); ``check`` covers
-    all correctness trials; ``time`` covers timing and the post-timing re-check.
+    ``build`` covers starting the candidate's process and compiling native code
+    (a cold C++ ``load_inline`` build takes ~30 s on 2 cores, more when several
+    run at once). ``check`` and ``time`` are floors: once the judge has run the
+    reference, each grows to ``per_reference_call`` times the reference's own
+    cost of the calls the stage plans, up to ``ceiling``, so no honest kernel
+    times out because its task is large.
     """
 
     build: float = 600.0
     check: float = 120.0
     time: float = 180.0
+    per_reference_call: float = 30.0
+    ceiling: float = 3600.0
+
+    def scaled(self, floor: float, reference_seconds: float, calls: int) -> float:
+        """The budget of a stage of ``calls`` calls whose reference call costs ``reference_seconds``."""
+        return min(self.ceiling, max(floor, self.per_reference_call * reference_seconds * calls))
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,9 @@ class VerifierConfig:
         timing: run the timing stage at all.
         warmup: untimed calls before timing.
         runs: timed calls, median and interquartile range reported (``None``: the backend's
-            default, 20 on a CPU, 100 on a GPU).
+            default, 20 on a CPU, 100 on a GPU, fewer for a task whose reference call is slow,
+            so the timing stage stays near ``timing_seconds``).
+        timing_seconds: what the timed calls of each program should take, when ``runs`` is ``None``.
         input_sets: fresh input sets rotated over timed calls (defeats output caches).
         compile_baseline: also time ``torch.compile(Model)`` (slow to compile on a CPU).
         faster_threshold: ``faster`` means ``speedup_eager > faster_threshold``.
@@ -62,6 +73,7 @@ class VerifierConfig:
     timing: bool = True
     warmup: int = 3
     runs: int | None = None
+    timing_seconds: float = 2.0
     input_sets: int = 3
     compile_baseline: bool = False
     faster_threshold: float = 1.1

@@ -23,6 +23,8 @@ _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<in
 _PYTHON_TAGS = {"python", "py", "python3", "py3", "pytorch", "torch"}
 _MODELNEW_DEF = re.compile(r"^[ \t]*class[ \t]+ModelNew\b", re.MULTILINE)
 _MODELNEW_ANY = re.compile(r"\bModelNew\b")
+# PEP 263: a comment on line 1 or 2 that names the file's encoding.
+_CODING_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 _CODE_HINT = re.compile(r"^(?:import |from \S+ import |class |def |@)", re.MULTILINE)
 
 
@@ -182,11 +184,37 @@ def extract_program(text: str) -> str:
             )
         # Bare code: drop prose lines before the first line that starts a Python statement.
         code = text[first.start() :]
-    code = code.strip("\n")
+    code = _one_reading(code).strip("\n")
     if "\t" not in code:
         code = _dedent(code)
     _check_program(code)
     return code + "\n"
+
+
+def _one_reading(code: str) -> str:
+    """The program as both the static rules and the interpreter will read it.
+
+    The candidate is written to a file as UTF-8 and imported, so anything that
+    makes the interpreter decode or split lines differently from the text the
+    rules inspect is refused (an encoding cookie, a byte-order mark, characters
+    UTF-8 cannot hold); line endings are made ``\n`` (a lone ``\r`` ends a line
+    for Python but not inside a comment for every parser).
+    """
+    if code.startswith("\ufeff") or "\ufeff" in code[:4]:
+        raise FormatError("The program starts with a byte-order mark; send plain UTF-8 source without one.")
+    try:
+        code.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FormatError("The program contains characters that are not valid Unicode text; send plain UTF-8 source.") from None
+    code = code.replace("\r\n", "\n").replace("\r", "\n")
+    for line in code.split("\n")[:2]:
+        match = _CODING_COOKIE.match(line)
+        if match and match.group(1).lower().replace("_", "-") not in ("utf-8", "utf8"):
+            raise FormatError(
+                f"The program declares the source encoding {match.group(1)!r}; only UTF-8 is accepted, "
+                "so remove the coding line."
+            )
+    return code
 
 
 def _dedent(code: str) -> str:

@@ -20,17 +20,20 @@ SUITE_OF = {"cpp": "cpu", "cuda": "gpu", "triton": "gpu"}
 
 def _header(path: Path) -> dict[str, str]:
     fields = {}
-    for line in path.read_text().splitlines()[:8]:
+    for line in path.read_text().splitlines()[:9]:
         match = re.match(r"#\s*(task|expect|rule):\s*(\S+)", line)
         if match:
             fields[match.group(1)] = match.group(2)
     return fields
 
 
-def _samples(kind: str) -> list:
+def _samples(kind: str, expect_ok: bool = False) -> list:
+    """Samples of ``kind``; hack samples expected ``ok`` (pure timing attacks) only when ``expect_ok``."""
     params = []
     for backend in ("cpp", "cuda", "triton"):
         for path in sorted((ROOT / kind / backend).glob("*.py")):
+            if kind == "hacks" and (_header(path).get("expect") == "ok") != expect_ok:
+                continue
             marks = [pytest.mark.slow] if backend == "cpp" else [pytest.mark.gpu]
             params.append(pytest.param(backend, path, id=f"{backend}/{path.stem}", marks=marks))
     return params
@@ -64,6 +67,24 @@ def test_hack_is_caught(verifiers, backend: str, path: Path) -> None:
     assert f"[{header['rule']}]" in result.feedback, result.feedback
     assert not result.faster or result.status is Status.OK
     assert result.score <= 0.1 if result.status is Status.INCORRECT else result.score == 0.0
+
+
+@pytest.mark.parametrize(("backend", "path"), _samples("hacks", expect_ok=True))
+def test_timing_attack_earns_no_more_than_the_honest_answer(verifiers, backend: str, path: Path) -> None:
+    """A pure timing attack may pass, but its credited speedup stays within 1.5x of the honest answer's."""
+    header = _header(path)
+    task = _task(backend, header["task"])
+    honest = verifiers(backend).evaluate(task, _honest_answer(backend, header["task"]))
+    attack = verifiers(backend).evaluate(task, path.read_text())
+    assert honest.status is Status.OK, honest.feedback
+    assert attack.status is Status.OK, attack.feedback
+    assert attack.speedup_eager is not None and honest.speedup_eager is not None
+    assert attack.speedup_eager <= 1.5 * honest.speedup_eager, (attack.feedback, honest.feedback)
+
+
+def _honest_answer(backend: str, task_id: str) -> str:
+    suite = SUITE_OF[backend]
+    return (ROOT.parent / "kernelgym" / "tasks" / "suites" / suite / "solutions" / backend / f"{task_id}.py").read_text()
 
 
 @pytest.mark.parametrize(("backend", "path"), _samples("legit"))
