@@ -208,8 +208,13 @@ class GpuBackend(Backend):
         return env
 
     def writable_paths(self, build_root: Path) -> tuple[str, ...]:
-        """The GPU device files (drivers open them for writing, also after confinement)."""
-        return tuple(sorted({p for pattern in self.device_file_patterns for p in glob.glob(pattern)}))
+        """The GPU device files (drivers open them for writing, also after confinement) and ``/dev/shm``.
+
+        Device buffers shared between the judge and the candidate (CUDA IPC) carry a
+        reference count in a shared-memory file that both processes write.
+        """
+        files = {p for pattern in self.device_file_patterns for p in glob.glob(pattern)}
+        return tuple(sorted(files | ({"/dev/shm"} if os.path.isdir("/dev/shm") else set())))
 
     @property
     def address_space_limit_ok(self) -> bool:

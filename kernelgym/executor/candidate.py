@@ -212,9 +212,9 @@ def main(argv: list[str]) -> int:
     build_root = cache_dir / "builds"
     backend.prepare_worker(build_root)
     restrict_filesystem(policy.writable)
-    # Host array libraries cannot compute outputs: the candidate cannot import them (if torch has not already).
+    # Host array libraries cannot compute outputs: the candidate cannot import them.
     for name in ("numpy", "cupy", "jax", "scipy", "numba"):
-        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+        sys.modules[name] = None  # type: ignore[assignment]
     side = CandidateSide(backend, work_dir, build_root)
     conn.send_bytes(json.dumps({"ready": True}).encode())
     side.serve(lambda: pickle.loads(conn.recv_bytes()), conn.send_bytes)
