@@ -1,8 +1,8 @@
 """The judge's worker process: ``python -m kernelgym.executor.worker``.
 
 Holds:
-    main: the worker loop. It confines itself (session, limits, Landlock,
-        scrubbed environment, private directory, one pinned CPU), then judges
+    main: the worker loop. It limits itself (session, rlimits, scrubbed
+        environment, private directory, one pinned CPU), then judges
         jobs received over an inherited socket, sending ``("stage", name,
         budget)`` as each stage starts (or its budget grows with the task) and
         ``("result", dict, discard)`` at the end.
@@ -25,7 +25,7 @@ import sys
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from kernelgym.executor.sandbox import SandboxPolicy, apply_limits, die_with_parent, restrict_filesystem
+from kernelgym.executor.sandbox import SandboxPolicy, apply_limits, die_with_parent
 
 __all__ = ["main"]
 
@@ -64,7 +64,9 @@ def main(argv: list[str]) -> int:
     build_root = cache_dir / "builds"
     build_root.mkdir(parents=True, exist_ok=True)
     backend.prepare_worker(build_root)
-    confinement = restrict_filesystem(policy.writable)
+    # The worker runs no candidate code, so it is not confined to its directory: a process confined
+    # by Landlock cannot create a GPU context in the children it starts, and every candidate needs one.
+    # Each candidate confines itself once its own context exists.
     environment = dict(os.environ)
     candidates = work_dir / "candidates"
     candidates.mkdir()
@@ -75,7 +77,7 @@ def main(argv: list[str]) -> int:
     # Candidate processes started ahead: enough that one is ready when answers come back to back
     # (starting Python, torch and a device context takes longer than judging a cached answer).
     spares = [spawn() for _ in range(1 if backend.device_type == "cpu" else 3)]
-    conn.send(("ready", confinement))
+    conn.send(("ready", "trusted worker; each candidate is confined in its own process"))
     jobs = 0
     try:
         while True:
