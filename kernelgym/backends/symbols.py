@@ -129,6 +129,7 @@ def symbol_entity(symbol: str) -> str:
         >>> symbol_entity("at::_ops::mm::call(at::Tensor const&, at::Tensor const&)")
         'at::_ops::mm::call'
     """
+    special = _SPECIAL_PREFIX.match(symbol.strip()) is not None
     text = _ABI_TAG.sub("", _SPECIAL_PREFIX.sub("", symbol.strip()))
     text = _OPERATOR.sub(lambda m: f"operator@{_OPERATOR_NAMES[m.group(1)]}", text)
     text = re.sub(r"\boperator (?=\w)", "operator@", text)
@@ -136,7 +137,8 @@ def symbol_entity(symbol: str) -> str:
     while previous != text:
         previous, text = text, _INNER_TEMPLATE.sub("", text)
     head = text.split("(", 1)[0].strip()
-    name = head.rsplit(" ", 1)[-1] if " " in head else head
+    # ``typeinfo for char const*`` names a type, whose spelling may hold spaces.
+    name = head.rsplit(" ", 1)[-1] if " " in head and not special else head
     return name.replace("operator@", "operator ").replace("operator lshift", "operator<<")
 
 
@@ -193,6 +195,9 @@ _COMMON_ALLOWED = [
     r"__\w+_finite",
     r"_?Py\w+",
     r"pybind11::.*",
+    # type information of fundamental types (exceptions, pybind11 casts)
+    r"(?:(?:un)?signed )?(?:bool|char|wchar_t|char8_t|char16_t|char32_t|short|int|long|long long|float|double|"
+    r"long double|void|decltype\(nullptr\)|__int128)(?: const)?\**(?: const)?",
     # the C++ runtime: containers, strings, streams, exceptions, allocation
     r"std::.*",
     r"__gnu_cxx::.*",
@@ -211,7 +216,7 @@ _COMMON_ALLOWED = [
     r"at::(NoGradGuard|AutoGradMode|InferenceMode|AutoDispatchBelowADInplaceOrView)(::.*)?",
     r"c10::(TensorImpl|StorageImpl|UndefinedTensorImpl|AutogradMetaInterface|TensorOptions|Storage|DataPtr|"
     r"intrusive_ptr_target|SymInt|SymBool|SymFloat|SymIntArrayRef|SymNode|SymNodeImpl|SymbolicShapeMeta|"
-    r"SymDimVector|Scalar|Device|Layout|MemoryFormat|ScalarType|TypeMeta|Half|BFloat16|ArrayRef|IntArrayRef|"
+    r"SymDimVector|SmallVectorBase|Scalar|Device|Layout|MemoryFormat|ScalarType|TypeMeta|Half|BFloat16|ArrayRef|IntArrayRef|"
     r"Error|ValueError|IndexError|TypeError|NotImplementedError|LinAlgError|OutOfMemoryError|EnforceFiniteError|"
     r"ErrorAlwaysShowCppStacktrace|OnnxfiBackendSystemError|DistError|Warning|WarningHandler|UserWarning|"
     r"DeprecationWarning|WarningHandlerGuard|SourceLocation|Allocator|GetAllocator|InefficientStdFunctionContext|"
@@ -226,11 +231,11 @@ _COMMON_ALLOWED = [
     r"_str_wrapper|deprecated_AT_DISPATCH_ALL_TYPES_AND_HALF|empty_string|StripBasename|"
     r"infer_schema::.*|LogAPIUsageFakeReturn)",
     r"c10::(toString|str|Warning|warn|GetCPUAllocator|GetAllocator|get_default_dtype|get_default_dtype_as_scalartype|"
-    r"typeMetaToScalarType|elementSize|isFloatingType|isIntegralType|operator<<|operator==|toTypeString|"
+    r"typeMetaToScalarType|throwNullDataPtrError|warnDeprecatedDataPtr|elementSize|isFloatingType|isIntegralType|operator<<|operator==|toTypeString|"
     r"get_backtrace|demangle|demangle_type|ThrowEnforceNotMet|ThrowEnforceFiniteNotMet|SetUsageLogger|"
     r"LogAPIUsage|detail::getNonDeterministicRandom|memory_format_as_string|DeviceTypeName|isValidDeviceType|"
     r"is_pinned_device|get_fully_qualified_type_name|GetExceptionString|IValue::destroy|"
-    r"raw::intrusive_ptr::(incref|decref)|infer_size|ivalue::Future)",
+    r"raw::intrusive_ptr::(incref|decref)|infer_size|IValue::reportToTensorTypeError)",
     r"caffe2::(TypeMeta|detail)(::.*)?",
     r"THPVariable_(Wrap|Unpack|NewWithVar)|THPVariableClass|THPDtypeType|THPLayoutType|THPDeviceType",
     r"torch::(PyWarningHandler|translate_exception_to_python|wrap_pybind_function\w*|autograd::AutogradMeta|"
@@ -260,7 +265,7 @@ def _device_allowed(api: str) -> list[str]:
     upper = api.upper()
     return [
         rf"{api}(?:{_alternatives(_CUDA_RUNTIME)})",
-        rf"__{api}Register\w*|__{api}UnregisterFatBinary|__{api}(Push|Pop)CallConfiguration|__{api}InitModule",
+        rf"__{api}\w+",  # registration and launch internals nvcc's generated host code calls
         rf"__fatbinwrap\w*|__{api}PrelinkedFatbins|__nv\w*",
         rf"c10::{api}::(getCurrent{upper}Stream|getDefault{upper}Stream|c10_{api}_check_implementation|device_count|"
         rf"device_count_ensure_non_zero|current_device|set_device|MaybeSetDevice|ExchangeDevice|MaybeExchangeDevice|"
