@@ -2,6 +2,8 @@
 
 Holds:
     BuildError: a native build failed; carries the compiler log.
+    ForbiddenSymbolsError: a build succeeded but links against symbols its backend does not allow.
+    extension_symbols: the imported and exported symbols of a built extension, cached beside it.
     intercept_load_inline: context manager that routes a candidate's
         ``load_inline`` calls through the build cache and counts entry-point calls.
     trim_compiler_log: the first errors of a compiler log, first error line first.
@@ -9,7 +11,10 @@ Holds:
 Used by the ``cpp``, ``cuda`` and ``musa`` backends inside worker processes.
 A build is addressed by the hash of its sources, entry points, flags and
 toolchain; the same candidate built twice (in any worker, on any node that
-shares the cache directory) compiles once.
+shares the cache directory) compiles once. Every extension's linked symbols
+are checked against its backend's allow-list (:mod:`kernelgym.backends.symbols`)
+before it is imported, so its module initialisation never runs when it links
+against forbidden functions; the symbol lists are cached with the build.
 """
 
 from __future__ import annotations
@@ -30,8 +35,23 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from kernelgym.backends.base import BuildRecord, KernelTracker
+from kernelgym.backends.symbols import (
+    FORBIDDEN_SYMBOL_RULE,
+    ForbiddenSymbol,
+    exported_symbols,
+    forbidden_symbols,
+    imported_symbols,
+)
 
-__all__ = ["BuildError", "ensure_pch", "intercept_load_inline", "trim_compiler_log", "toolchain_fingerprint"]
+__all__ = [
+    "BuildError",
+    "ForbiddenSymbolsError",
+    "ensure_pch",
+    "extension_symbols",
+    "intercept_load_inline",
+    "toolchain_fingerprint",
+    "trim_compiler_log",
+]
 
 # Flags every C++ build gets unless the candidate asks for others. Keeping one
 # canonical set lets all such builds share one precompiled torch/extension.h.
@@ -53,6 +73,54 @@ class BuildError(Exception):
     def __init__(self, message: str, log: str = "") -> None:
         super().__init__(message)
         self.log = log
+
+
+class ForbiddenSymbolsError(BuildError):
+    """A built extension links against symbols its backend does not allow; the answer is ``illegal``.
+
+    Raised before the extension is imported, so none of its code has run.
+
+    Attributes:
+        rule: the rule id, ``"forbidden-native-symbol"``.
+        findings: every forbidden symbol, each with a sentence saying why.
+        symbols: the forbidden symbols' names, in the order found.
+    """
+
+    rule = FORBIDDEN_SYMBOL_RULE
+
+    def __init__(self, findings: Sequence[ForbiddenSymbol]) -> None:
+        self.findings = tuple(findings)
+        self.symbols = tuple(f.symbol for f in self.findings)
+        shown = " ".join(f.sentence for f in self.findings[:4])
+        more = f" ({len(self.findings) - 4} more.)" if len(self.findings) > 4 else ""
+        super().__init__(
+            f"Your compiled extension links against functions a native kernel must not use: {shown}{more} "
+            "Only allocation, tensor metadata, error helpers, the device runtime's launch and memory calls "
+            "and the C/C++ runtime are allowed."
+        )
+
+
+def extension_symbols(library: Path) -> tuple[list[str], list[str]]:
+    """The (imported, exported) symbols of a built extension, read once and cached beside it.
+
+    The build directory is content-addressed, so the cached lists stay valid for
+    as long as the library does; a warm build costs one small file read.
+
+    Raises:
+        BuildError: the symbols cannot be read (no ``nm``, or not a shared object).
+    """
+    cached = library.with_suffix(".symbols.json")
+    if cached.exists():
+        data = json.loads(cached.read_text())
+        return data["imported"], data["exported"]
+    try:
+        imported, exported = imported_symbols(library), exported_symbols(library)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise BuildError(f"the built extension's symbols could not be read: {exc}") from None
+    partial = cached.with_suffix(".partial")
+    partial.write_text(json.dumps({"imported": imported, "exported": exported}))
+    partial.rename(cached)
+    return imported, exported
 
 
 _DIAGNOSTIC = re.compile(r"(:\d+(:\d+)?: (fatal )?error\b|\(\d+\): error\b|^error:|: error:)", re.IGNORECASE)
@@ -226,6 +294,7 @@ def intercept_load_inline(
     extension_module: Any = None,
     device_kwargs: tuple[str, str] = ("cuda_sources", "extra_cuda_cflags"),
     key_extra: str = "",
+    symbol_backend: str | None = None,
 ) -> Iterator[None]:
     """Route ``load_inline`` through the content-addressed cache while the block runs.
 
@@ -242,6 +311,12 @@ def intercept_load_inline(
         device_kwargs: that loader's names for device sources and their flags
             (``musa_sources``/``extra_musa_cflags`` for torch_musa).
         key_extra: more cache-key material (the target GPU architectures).
+        symbol_backend: whose allow-list of linked symbols applies (default: ``cpp``
+            without device sources, else the device-sources keyword's prefix, ``cuda`` or ``musa``).
+
+    Raises (from the intercepted call):
+        BuildError: the flags are not allowed or the build failed.
+        ForbiddenSymbolsError: the extension links against symbols outside the allow-list.
     """
     from torch.utils import cpp_extension
 
@@ -250,6 +325,7 @@ def intercept_load_inline(
     real_load = getattr(target, "load", None)
     fingerprint = toolchain_fingerprint(compilers)
     sources_kw, flags_kw = device_kwargs
+    allow_list = symbol_backend or (sources_kw.split("_")[0] if cuda else "cpp")
 
     def cached_load_inline(
         name: str,
@@ -302,6 +378,10 @@ def intercept_load_inline(
                 except RuntimeError as exc:
                     raise BuildError("native build failed", log=str(exc)) from None
                 (build_dir / "ok").write_text(key_material)
+            imported, exported = extension_symbols(library)
+            findings = forbidden_symbols(imported, allow_list, exported)
+            if findings:
+                raise ForbiddenSymbolsError(findings)
             module = _import_extension(module_name, library)
         log.append(BuildRecord(key=key, seconds=time.perf_counter() - start, cache_hit=hit))
         return _tracked(module, tracker)

@@ -1,0 +1,198 @@
+"""The allow-list of native symbols: real shared objects, every route to forbidden code, however spelled.
+
+Small shared objects are compiled here with plain ``c++`` (no torch headers, a
+second each): declaring a function is enough to import it, which is exactly
+what the linker records. Slow tests build real answers through the ``cpp``
+backend's cache: the honest bundled solutions and legit samples pass, the
+red-team samples of ``tests/hacks/cpp`` that reach ATen, the dispatcher,
+``dlsym``, a thread pool or ``mallopt`` are refused before their extension is
+imported.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernelgym.backends import native, symbols
+from kernelgym.backends.base import KernelTracker
+from kernelgym.backends.native import ForbiddenSymbolsError, extension_symbols
+from kernelgym.backends.symbols import FORBIDDEN_SYMBOL_RULE, forbidden_symbols, imported_symbols, symbol_entity
+
+ROOT = Path(__file__).resolve().parents[2]
+needs_compiler = pytest.mark.skipif(shutil.which("c++") is None or shutil.which("nm") is None, reason="needs c++ and nm")
+
+_DECLARATIONS = r"""
+#include <cmath>
+#include <cstring>
+#include <malloc.h>
+#include <new>
+#include <pthread.h>
+#include <thread>
+namespace at { class Tensor; namespace cpu { Tensor _softmax(const Tensor&, long, bool); }
+               namespace _ops { struct mm { static Tensor call(const Tensor&, const Tensor&); }; } }
+namespace c10 { struct OperatorHandle; struct Dispatcher { static Dispatcher& realSingleton();
+                OperatorHandle findSchemaOrThrow(const char*, const char*); };
+                struct ThreadPool { void waitWorkComplete(); }; }
+extern "C" void* dlsym(void*, const char*);
+"""
+
+_ROUTES = {
+    # spelled with `using namespace at`: the same symbol as at::cpu::_softmax
+    "using": ("using namespace at;\nvoid* volatile p = (void*)&cpu::_softmax;", [], "at::cpu::_softmax"),
+    # spelled through a -D flag
+    "macro": ("void* volatile p = (void*)&NS::cpu::_softmax;", ["-DNS=at"], "at::cpu::_softmax"),
+    "ops": ("void* volatile p = (void*)&at::_ops::mm::call;", [], "at::_ops::mm::call"),
+    "dispatcher": ("auto volatile p = &c10::Dispatcher::findSchemaOrThrow;", [], "c10::Dispatcher::findSchemaOrThrow"),
+    "dlsym": ("#define PASTE(a, b) a##b\nvoid* volatile p = (void*)&PASTE(dl, sym);", [], "dlsym"),
+    "pthread": ("void* volatile p = (void*)&pthread_create;", [], "pthread_create"),
+    "pool": ("auto volatile p = &c10::ThreadPool::waitWorkComplete;", [], "c10::ThreadPool::waitWorkComplete"),
+    "mallopt": ("static const int tuned = mallopt(M_MMAP_THRESHOLD, 1 << 30);", [], "mallopt"),
+    "thread": ("void go() { std::thread([] {}).detach(); }", [], "std::thread::_M_start_thread"),
+}
+
+
+def _shared_object(tmp_path: Path, name: str, body: str, flags: list[str] | None = None) -> Path:
+    source = tmp_path / f"{name}.cpp"
+    source.write_text(_DECLARATIONS + body + "\n")
+    target = tmp_path / f"lib{name}.so"
+    subprocess.run(["c++", "-shared", "-fPIC", "-O1", *(flags or []), str(source), "-o", str(target)], check=True)
+    return target
+
+
+@needs_compiler
+def test_an_honest_object_imports_only_allowed_symbols(tmp_path: Path) -> None:
+    body = (
+        "float* scaled(const float* x, int n) { float* y = new float[n]; std::memcpy(y, x, n * sizeof(float));"
+        " for (int i = 0; i < n; ++i) y[i] = std::exp(y[i]) + std::tanh(y[i]); return y; }"
+    )
+    library = _shared_object(tmp_path, "honest", body)
+    imported = imported_symbols(library)
+    assert any(symbol_entity(s) == "operator new[]" for s in imported)
+    assert forbidden_symbols(imported, "cpp") == []
+
+
+@needs_compiler
+@pytest.mark.parametrize("route", sorted(_ROUTES))
+def test_every_route_is_caught_however_it_is_spelled(tmp_path: Path, route: str) -> None:
+    body, flags, entity = _ROUTES[route]
+    library = _shared_object(tmp_path, route, body, flags)
+    findings = forbidden_symbols(imported_symbols(library), "cpp")
+    assert entity in {symbol_entity(f.symbol) for f in findings}, findings
+    finding = next(f for f in findings if symbol_entity(f.symbol) == entity)
+    assert finding.sentence.startswith("`") and finding.sentence.endswith(".")
+    assert finding.concern != "not allowed" or route == "pool"
+
+
+@needs_compiler
+def test_a_c_linkage_definition_that_could_interpose_is_caught(tmp_path: Path) -> None:
+    body = 'extern "C" int cudaEventElapsedTime(float* ms, void*, void*) { *ms = 0.f; return 0; }'
+    library = _shared_object(tmp_path, "event", body)
+    exported = symbols.exported_symbols(library)
+    assert "cudaEventElapsedTime" in exported
+    assert [f.concern for f in forbidden_symbols([], "cpp", exported)] == ["interposition"]
+
+
+@pytest.mark.parametrize(
+    ("symbol", "backend"),
+    [
+        ("cudaLaunchKernel", "cuda"),
+        ("__cudaRegisterFatBinary", "cuda"),
+        ("c10::cuda::getCurrentCUDAStream(signed char)", "cuda"),
+        ("c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, unsigned int, bool)", "cuda"),
+        ("musaLaunchKernel", "musa"),
+        ("GOMP_parallel", "cpp"),
+        ("omp_get_thread_num", "cpp"),
+        ("expf", "cpp"),
+        ("std::__throw_length_error(char const*)", "cpp"),
+        ("c10::detail::torchCheckFail(char const*, char const*, unsigned int, char const*)", "cuda"),
+    ],
+)
+def test_runtime_symbols_an_honest_answer_needs_are_allowed(symbol: str, backend: str) -> None:
+    assert forbidden_symbols([symbol], backend) == []
+
+
+@pytest.mark.parametrize(
+    ("symbol", "backend", "concern"),
+    [
+        ("cudaStreamCreateWithFlags", "cuda", "streams and graphs"),
+        ("cudaEventElapsedTime", "cuda", "timers"),
+        ("cublasSgemm_v2", "cuda", "vendor library"),
+        ("cudaStreamSetAttribute", "cuda", "process settings"),
+        ("c10::cuda::getStreamFromPool(bool, signed char)", "cuda", "streams and graphs"),
+        ("GOMP_parallel", "cuda", "not allowed"),
+        ("omp_set_num_threads", "cpp", "process settings"),
+        ("PyRun_SimpleString", "cpp", "Python"),
+        ("std::filesystem::remove(std::filesystem::__cxx11::path const&)", "cpp", "files"),
+    ],
+)
+def test_carve_outs_and_other_backends_are_refused(symbol: str, backend: str, concern: str) -> None:
+    assert [f.concern for f in forbidden_symbols([symbol], backend)] == [concern]
+
+
+def test_the_error_names_the_rule_and_the_symbols() -> None:
+    findings = forbidden_symbols(["at::cpu::_softmax(at::Tensor const&, long, bool)", "dlsym", "expf"], "cpp")
+    error = ForbiddenSymbolsError(findings)
+    assert error.rule == FORBIDDEN_SYMBOL_RULE == "forbidden-native-symbol"
+    assert error.symbols == ("at::cpu::_softmax(at::Tensor const&, long, bool)", "dlsym")
+    assert isinstance(error, native.BuildError) and "dlsym" in str(error)
+
+
+@needs_compiler
+def test_symbol_lists_are_cached_with_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    library = _shared_object(tmp_path, "cached", "int twice(int x) { return 2 * x; }")
+    first = extension_symbols(library)
+    assert json.loads(library.with_suffix(".symbols.json").read_text())["imported"] == first[0]
+
+    def no_nm(_path: object) -> list[str]:
+        raise AssertionError("a warm build must not run nm again")
+
+    monkeypatch.setattr(native, "imported_symbols", no_nm)
+    monkeypatch.setattr(native, "exported_symbols", no_nm)
+    assert extension_symbols(library) == first
+
+
+# --- real answers through the cpp backend's build cache (slow: they compile) --------------------------
+
+
+def _build(path: Path, cache_dir: Path) -> None:
+    from kernelgym.backends import get_backend
+
+    backend = get_backend("cpp")
+    build_root = cache_dir / "builds"
+    build_root.mkdir(parents=True, exist_ok=True)
+    backend.prepare_worker(build_root)
+    with backend.build_hooks(build_root, KernelTracker(), []):
+        runpy.run_path(str(path), run_name="candidate")
+
+
+_HONEST = sorted((ROOT / "kernelgym/tasks/suites/cpu/solutions/cpp").glob("level*/*.py")) + sorted(
+    (ROOT / "tests/legit/cpp").glob("*.py")
+)
+_CAUGHT = {
+    "p01_native_using_namespace_at.py": "ATen compute",
+    "p01_native_macro_namespace.py": "ATen compute",
+    "p01_native_dispatcher_lookup.py": "dispatcher",
+    "p01_native_dlsym_pasted.py": "dynamic loading",
+    "p14_native_c10_thread_pool.py": "threads",
+    "p23_native_mallopt_at_init.py": "process settings",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _HONEST, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_honest_cpp_answers_link_only_allowed_symbols(path: Path, cache_dir: Path) -> None:
+    _build(path, cache_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(_CAUGHT))
+def test_red_team_extensions_are_refused_before_import(name: str, cache_dir: Path) -> None:
+    with pytest.raises(ForbiddenSymbolsError) as caught:
+        _build(ROOT / "tests/hacks/cpp" / name, cache_dir)
+    assert _CAUGHT[name] in {f.concern for f in caught.value.findings}, caught.value.findings
