@@ -144,6 +144,11 @@ class Backend:
         """
         return {}
 
+    def build_worker_environment(self) -> dict[str, str] | None:
+        """Environment of a worker that only builds, away from the devices (``None``: this backend
+        builds where it runs, so the executor runs no separate build workers). Runs in the caller."""
+        return None
+
     def writable_paths(self, build_root: Path) -> tuple[str, ...]:
         """Extra directories a confined worker must be able to write (beyond its own and the cache)."""
         return ()

@@ -24,6 +24,7 @@ import contextlib
 import glob
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -331,6 +332,25 @@ class CudaBackend(GpuBackend):
         return None
 
     @contextlib.contextmanager
+    def build_worker_environment(self) -> dict[str, str] | None:
+        """No GPU, and the GPU's architecture named, so builds made ahead share cache keys with the judges'.
+
+        The architecture comes from ``nvidia-smi`` (no device context is created in the caller);
+        without it, or with GPUs of several kinds, there are no separate build workers.
+        """
+        if os.environ.get(self.arch_list_env):
+            arch = os.environ[self.arch_list_env]
+        else:
+            try:
+                out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                                     capture_output=True, text=True, timeout=30, check=True).stdout.split()
+            except (OSError, subprocess.SubprocessError):
+                return None
+            if len(set(out)) != 1:
+                return None
+            arch = out[0]
+        return {self.visible_devices_env: "", self.arch_list_env: arch}
+
     def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord]) -> Iterator[None]:
         """Intercept ``load_inline`` so builds are cached (per GPU architecture) and entry points counted."""
         with intercept_load_inline(build_root, tracker, log, compilers=("c++", "nvcc"), cuda=True, key_extra=self._arch):

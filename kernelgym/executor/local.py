@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -58,8 +58,10 @@ def default_cache_dir() -> Path:
 class WorkerHandle:
     """One sandboxed worker process and the protocol to drive it."""
 
-    def __init__(self, backend: str, cache_dir: Path, policy: SandboxPolicy, device_index: int | None = None) -> None:
+    def __init__(self, backend: str, cache_dir: Path, policy: SandboxPolicy, device_index: int | None = None,
+                 environment: dict[str, str] | None = None) -> None:
         self.backend = backend
+        self.environment = environment or {}
         self.cache_dir = cache_dir
         self.policy = policy
         self.device_index = device_index
@@ -87,7 +89,7 @@ class WorkerHandle:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=scrubbed_environment(self.work_dir, self.cache_dir, self.policy.threads)
-                | backend.worker_environment(self.device_index),
+                | backend.worker_environment(self.device_index) | self.environment,
                 cwd=self.work_dir,
                 start_new_session=True,
             )
@@ -194,14 +196,52 @@ def failure_result(job: JudgeJob, status: Status, sentence: str, stage: str) -> 
     )
 
 
+class _WorkerPool:
+    """Workers of one kind and the threads that drive them; a job takes whichever worker is idle."""
+
+    def __init__(self, workers: list[WorkerHandle], name: str) -> None:
+        self.idle = list(workers)
+        self.lock = threading.Lock()
+        self.threads = ThreadPoolExecutor(len(workers), thread_name_prefix=name)
+
+    def _run(self, job: JudgeJob) -> EvalResult:
+        with self.lock:
+            worker = self.idle.pop()
+        try:
+            return worker.run(job)
+        finally:
+            with self.lock:
+                self.idle.append(worker)
+
+    def submit(self, job: JudgeJob) -> Future[EvalResult]:
+        return self.threads.submit(self._run, job)
+
+    def close(self) -> None:
+        self.threads.shutdown(wait=True)
+        for worker in self.idle:
+            worker.stop()
+
+
 @register_executor("local")
 class LocalExecutor:
     """Evaluate jobs in parallel over sandboxed local worker processes.
 
-    Workers are started lazily, reused across jobs, and replaced after a crash,
-    a timeout or a suspicious result. Candidate code never runs in this process.
-    For a GPU backend the default is one worker per visible GPU, each pinned to
-    its own GPU; more workers than GPUs share them round-robin.
+    Workers are started lazily, reused across jobs, and replaced after a crash
+    or a timeout. Candidate code never runs in this process (nor in a worker:
+    each answer runs in a candidate process of its own). For a GPU backend the
+    default is one judge worker per visible GPU, each pinned to its own GPU, and
+    a pipeline: build workers without a GPU compile answers ahead on the other
+    CPU cores while the judge workers check and time whatever is built, so no
+    GPU waits on a compiler and timing never shares a GPU.
+
+    Args:
+        backend: the target backend.
+        num_workers: judge workers (default: one per GPU, else up to 4).
+        cache_dir: the build cache.
+        memory_limit_gb: address-space limit of a worker (host backends).
+        threads_per_worker: threads of a worker and its candidates.
+        build_workers: build-ahead workers (default: half the cores, less the judges, on a GPU
+            backend that supports building without a GPU; 0 elsewhere).
 
     Example:
         >>> ex = LocalExecutor(backend="cpp", num_workers=1)
@@ -215,6 +255,7 @@ class LocalExecutor:
         cache_dir: str | Path | None = None,
         memory_limit_gb: float = 16.0,
         threads_per_worker: int = 1,
+        build_workers: int | None = None,
     ) -> None:
         self.backend = backend
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -226,34 +267,61 @@ class LocalExecutor:
             memory_gb=memory_limit_gb if backend_obj.address_space_limit_ok else None,
             threads=threads_per_worker,
         )
-        self._idle = [
+        judges = [
             WorkerHandle(backend, self.cache_dir, replace(self.policy, cpu=i), i % devices if devices else None)
             for i in range(self.num_workers)
         ]
-        self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(self.num_workers, thread_name_prefix="kernelgym-worker")
+        self._judges = _WorkerPool(judges, "kernelgym-judge")
+        build_env = backend_obj.build_worker_environment() if devices else None
+        if build_workers is None:
+            build_workers = max(0, (os.cpu_count() or 1) // 2 - self.num_workers) if build_env is not None else 0
+        self._builders = None
+        if build_workers and build_env is not None:
+            builders = [
+                WorkerHandle(backend, self.cache_dir, replace(self.policy, cpu=self.num_workers + i), None, build_env)
+                for i in range(build_workers)
+            ]
+            self._builders = _WorkerPool(builders, "kernelgym-build")
         self._closed = False
 
-    def _run_one(self, job: JudgeJob) -> EvalResult:
-        with self._lock:
-            worker = self._idle.pop()
-        try:
-            return worker.run(job)
-        finally:
-            with self._lock:
-                self._idle.append(worker)
+    def submit(self, job: JudgeJob) -> Future[EvalResult]:
+        """Start judging ``job``; the future's result is its :class:`EvalResult`."""
+        if self._closed:
+            raise RuntimeError("this executor is closed")
+        if self._builders is None or job.build_only:
+            return self._judges.submit(job)
+        judged: Future[EvalResult] = Future()
+
+        def built(build: Future[EvalResult]) -> None:
+            try:
+                result = build.result()
+            except BaseException as exc:  # noqa: BLE001 (handed to the caller's future)
+                judged.set_exception(exc)
+                return
+            if result.status is not Status.OK:  # it did not build: that is the verdict
+                judged.set_result(result)
+                return
+            self._judges.submit(job).add_done_callback(lambda final: _forward(final, judged))
+
+        self._builders.submit(replace(job, build_only=True)).add_done_callback(built)
+        return judged
 
     def run_many(self, jobs: Sequence[JudgeJob]) -> list[EvalResult]:
         """Judge ``jobs`` in parallel; results in the same order."""
-        if self._closed:
-            raise RuntimeError("this executor is closed")
-        return list(self._pool.map(self._run_one, jobs))
+        return [future.result() for future in [self.submit(job) for job in jobs]]
 
     def close(self) -> None:
         """Stop every worker (and whatever they started)."""
         if self._closed:
             return
         self._closed = True
-        self._pool.shutdown(wait=True)
-        for worker in self._idle:
-            worker.stop()
+        if self._builders is not None:
+            self._builders.close()
+        self._judges.close()
+
+
+def _forward(source: Future[EvalResult], target: Future[EvalResult]) -> None:
+    try:
+        target.set_result(source.result())
+    except BaseException as exc:  # noqa: BLE001 (handed to the caller's future)
+        target.set_exception(exc)

@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
 
     # Candidate processes started ahead: enough that one is ready when answers come back to back
     # (starting Python, torch and a device context takes longer than judging a cached answer).
-    spares = [spawn() for _ in range(1 if backend.device_type == "cpu" else 3)]
+    spares = [spawn() for _ in range(3 if backend.device_type != "cpu" and backend.device_count() else 1)]
     conn.send(("ready", "trusted worker; each candidate is confined in its own process"))
     jobs = 0
     try:

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from kernelgym.backends import Backend, BuildRecord, KernelTracker
-from kernelgym.backends.native import BuildError
+from kernelgym.backends.native import BuildError, ForbiddenSymbolsError
 from kernelgym.verifier.compare import flatten_outputs
 from kernelgym.verifier.guard import AtenGuard, GlobalState
 
@@ -185,6 +185,9 @@ class CandidateSide:
         try:
             with self.backend.build_hooks(self.build_root, self.tracker, self.builds):
                 self.module = _load_module("candidate", code, self.work_dir)
+        except ForbiddenSymbolsError as exc:
+            return self._with_builds({"ok": False, "error": "illegal", "rule": exc.rule, "detail": str(exc),
+                                      "message": "Your compiled extension links against functions a native kernel must not use."})
         except BuildError as exc:
             return self._with_builds({"ok": False, "error": "build", "message": str(exc), "log": exc.log})
         except Exception as exc:
