@@ -410,12 +410,11 @@ def _mismatch_rule(h: _Harness, reference: torch.nn.Module, inputs: list[Any], g
     return "wrong-output" if trial == 0 else "stale-output"
 
 
-def _check(h: _Harness) -> torch.nn.Module:
+def _check(h: _Harness) -> None:
     job, config = h.job, h.config
     assert h.reference is not None
     shapes = _variants(h)
     base = {key: getattr(h.reference, key) for shape, _ in shapes for key in shape if hasattr(h.reference, key)}
-    kept: torch.nn.Module | None = None
     budget_set = False
     for index, (variant, declared) in enumerate(shapes):
         unknown = [key for key in variant if not hasattr(h.reference, key)]
@@ -459,14 +458,10 @@ def _check(h: _Harness) -> torch.nn.Module:
                 raise _mismatch_verdict(mismatch, where, rule)
             seen.add(checksum(got))
         h.progress.variants_checked += 1 if index else 0
-        if index == 0:
-            kept = reference
     for key, value in base.items():
         setattr(h.reference, key, value)
     h.check_process("during the correctness trials")
-    assert kept is not None
     h.progress.correct = True
-    return kept.eval()
 
 
 def _time_reference(h: _Harness, reference: torch.nn.Module, inputs: list[Any], refresher: Refresher, calls: int, warmup: int) -> tuple[list[float], list[float]]:
@@ -494,11 +489,12 @@ def _time_reference(h: _Harness, reference: torch.nn.Module, inputs: list[Any], 
     return times, costs
 
 
-def _time(h: _Harness, reference: torch.nn.Module) -> None:
+def _time(h: _Harness) -> None:
     job, config, backend, progress = h.job, h.config, h.backend, h.progress
     if not backend.timing_meaningful:
         progress.flags.append("timing-not-meaningful")
         return
+    reference = h.models({}).eval()  # both programs afresh at the task's own shapes
     assert h.reference is not None
     rng = random.Random(h.rng.randrange(2**63))
     per_call = statistics.median(h.reference_seconds) if h.reference_seconds else 0.01
@@ -594,10 +590,10 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
             progress.compiled = True
         if not job.build_only:
             with h.stage("check", timeouts.check):
-                reference = _check(h)
+                _check(h)
             if job.config.timing:
                 with h.stage("time", timeouts.time):
-                    _time(h, reference)
+                    _time(h)
     except Verdict as verdict:
         status, details, violations, lead = verdict.status, verdict.details, verdict.violations, verdict.lead
     except torch.cuda.OutOfMemoryError:
