@@ -144,3 +144,26 @@ def test_arbitrary_text_gives_code_or_format_error(text):
 @given(st.text(alphabet=st.characters(blacklist_characters="`~\x00"), max_size=80), st.sampled_from(["", "py"]))
 def test_prose_around_a_fenced_program_is_ignored(prose, tag):
     assert extract_program(prose + "\n" + fenced(PROGRAM, tag) + prose) == PROGRAM
+
+
+@pytest.mark.parametrize("cookie", ["# -*- coding: utf-7 -*-", "# vim: set fileencoding=latin-1 :", "#coding=cp1252"])
+def test_a_coding_cookie_other_than_utf8_is_a_format_error(cookie):
+    with pytest.raises(FormatError, match="only UTF-8"):
+        extract_program(fenced(cookie + "\n" + PROGRAM))
+
+
+def test_a_utf8_cookie_is_kept_and_a_byte_order_mark_refused():
+    assert extract_program(fenced("# coding: utf-8\n" + PROGRAM)).startswith("# coding: utf-8\n")
+    with pytest.raises(FormatError, match="byte-order mark"):
+        extract_program(fenced("\ufeff" + PROGRAM))
+
+
+def test_a_lone_carriage_return_ends_a_line_for_the_rules_too():
+    # Python ends a line at a lone CR; the extracted text makes that visible to every static rule.
+    code = extract_program(fenced("# note\rimport os\n" + PROGRAM))
+    assert "\nimport os\n" in code and "\r" not in code
+
+
+def test_lone_surrogates_are_refused():
+    with pytest.raises(FormatError, match="not valid Unicode"):
+        extract_program(fenced("# \udc80\n" + PROGRAM))
