@@ -1,20 +1,23 @@
 """The candidate's own process, apart from the judge: ``python -m kernelgym.executor.candidate``.
 
 Holds:
-    CandidateProcess: the trusted side's handle on one candidate process: spawn it
-        confined, pinned and with nothing of the judge's (no descriptors, no
-        modules, no files but its own directory), send commands with deadlines,
-        read its process state from ``/proc``, kill it.
-    main: the candidate process's entry point.
+    CandidateFactory: a process that imports torch and the candidate side once,
+        then forks a fresh candidate process for every answer (a fork costs
+        milliseconds; starting Python and torch costs seconds).
+    CandidateProcess: the trusted side's handle on one candidate process:
+        confined, in a session of its own, pinned, with nothing of the judge's
+        (no descriptors, no modules, no files but its own directory); send it
+        commands with deadlines, read its process state from ``/proc``, kill it.
+    main: the factory's entry point.
 
-A candidate process serves exactly one answer and is then killed. The judge
-keeps one spare process started ahead, so importing torch and creating a device
-context never delays the next answer.
+A candidate process serves exactly one answer and is then killed. The factory
+never touches a GPU, so each forked candidate creates its own device context.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import json
 import os
@@ -24,9 +27,11 @@ import secrets
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import traceback
 from dataclasses import asdict
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -61,46 +66,19 @@ def _dumps(value: Any) -> bytes:
 
 
 class CandidateProcess:
-    """One confined candidate process, driven by the trusted judge.
+    """One confined candidate process (forked by a :class:`CandidateFactory`), driven by the trusted judge.
 
     Args:
-        backend: backend name.
-        cache_dir: the build cache (the only shared directory it may write).
-        policy: limits; ``writable`` is replaced by the candidate's own list.
-        environment: its environment variables (scrubbed by the caller).
-        parent_dir: where its private directory is created.
-        startup_cpus: CPUs it may use while it starts (importing torch); it is
-            pinned to the judge's CPUs when it is put to work.
+        pid: its process id (it leads a session of its own).
+        directory: its private directory (its log, its module files, shared host buffers).
+        conn: the judge's end of its channel.
     """
 
-    def __init__(self, backend: str, cache_dir: Path, policy: SandboxPolicy, environment: dict[str, str], parent_dir: Path,
-                 startup_cpus: set[int] | None = None) -> None:
-        from kernelgym.backends import get_backend
-
-        self.dir = Path(tempfile.mkdtemp(prefix="candidate-", dir=parent_dir))
-        writable = [str(self.dir), str(cache_dir), *get_backend(backend).writable_paths(cache_dir / "builds")]
-        parent, child = socket.socketpair()
-        log = open(self.dir / "candidate.log", "wb")  # noqa: SIM115 (handed to the child)
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "kernelgym.executor.candidate", str(child.fileno()), str(self.dir), str(cache_dir),
-                 json.dumps(asdict(policy) | {"writable": writable}), backend],
-                pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=environment | {"HOME": str(self.dir), "TMPDIR": str(self.dir)}, cwd=self.dir, start_new_session=True,
-            )
-        finally:
-            child.close()
-            log.close()
-        self.conn = Connection(parent.detach())
-        if startup_cpus:
-            with contextlib.suppress(OSError):
-                os.sched_setaffinity(self.process.pid, startup_cpus)
+    def __init__(self, pid: int, directory: Path, conn: Connection) -> None:
+        self.pid = pid
+        self.dir = directory
+        self.conn = conn
         self._ready = False
-
-    @property
-    def pid(self) -> int:
-        """The process id."""
-        return self.process.pid
 
     def wait_ready(self, timeout: float) -> None:
         """Wait until it has imported torch and confined itself."""
@@ -113,7 +91,7 @@ class CandidateProcess:
     def pin(self, cpus: set[int]) -> None:
         """Pin it to ``cpus`` (set from outside: the candidate cannot ask for more than it is given)."""
         with contextlib.suppress(OSError):
-            os.sched_setaffinity(self.process.pid, cpus)
+            os.sched_setaffinity(self.pid, cpus)
 
     def request(self, command: tuple, timeout: float) -> dict[str, Any]:
         """Send ``command`` and return its reply; any unsolicited extra message is a protocol error."""
@@ -146,17 +124,9 @@ class CandidateProcess:
         return reply
 
     def _crash_reason(self) -> str:
-        try:
-            code = self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            code = None
-        if code is not None and code < 0:
-            reason = f"killed by signal {signal.Signals(-code).name}"
-        else:
-            reason = f"exited with code {code}"
         log = self.dir / "candidate.log"
         tail = log.read_bytes()[-1500:].decode(errors="replace").strip() if log.exists() else ""
-        return reason + (f"; last output:\n{tail}" if tail else "")
+        return "the process ended" + (f"; last output:\n{tail}" if tail else "")
 
     def cpu_seconds(self) -> float:
         """CPU time its main thread has run so far (``/proc/<pid>/schedstat``; waiting for a CPU does not count)."""
@@ -186,39 +156,149 @@ class CandidateProcess:
         """Kill it and everything it started; remove its directory."""
         with contextlib.suppress(OSError):
             self.conn.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        kill_session(self.pid)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class CandidateFactory:
+    """Forks confined candidate processes from one process that has imported torch already.
+
+    Args:
+        backend: backend name.
+        cache_dir: the build cache (the only shared directory a candidate may write).
+        policy: limits of each candidate.
+        environment: the factory's (and its candidates') environment, scrubbed by the caller.
+        parent_dir: where candidates' private directories are created.
+    """
+
+    def __init__(self, backend: str, cache_dir: Path, policy: SandboxPolicy, environment: dict[str, str], parent_dir: Path) -> None:
+        from kernelgym.backends import get_backend
+
+        self.backend, self.cache_dir, self.parent_dir = backend, cache_dir, parent_dir
+        self.writable = [str(cache_dir), *get_backend(backend).writable_paths(cache_dir / "builds")]
+        control, child = socket.socketpair()
+        log = open(parent_dir / "factory.log", "ab")  # noqa: SIM115 (handed to the child)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "kernelgym.executor.candidate", str(child.fileno()), str(cache_dir),
+                 json.dumps(asdict(policy)), backend],
+                pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=environment, cwd=parent_dir, start_new_session=True,
+            )
+        finally:
+            child.close()
+            log.close()
+        self.control = control
+
+    def spawn(self, timeout: float, cpus: set[int] | None = None) -> CandidateProcess:
+        """A new candidate process (it confines itself and says ``ready``; see :meth:`CandidateProcess.wait_ready`)."""
+        directory = Path(tempfile.mkdtemp(prefix="candidate-", dir=self.parent_dir))
+        parent, child = socket.socketpair()
+        request = json.dumps({"dir": str(directory), "writable": [str(directory), *self.writable],
+                              "cpus": sorted(cpus) if cpus else None}).encode()
+        try:
+            self.control.settimeout(timeout)
+            socket.send_fds(self.control, [struct.pack("!I", len(request)) + request], [child.fileno()])
+            pid = struct.unpack("!q", _read_exactly(self.control, 8))[0]
+        except (OSError, ValueError) as exc:
+            raise CandidateCrash(f"the candidate factory did not answer: {exc}; {self._log_tail()}") from None
+        finally:
+            child.close()
+        return CandidateProcess(pid, directory, Connection(parent.detach()))
+
+    def _log_tail(self) -> str:
+        log = self.parent_dir / "factory.log"
+        return log.read_bytes()[-1500:].decode(errors="replace").strip() if log.exists() else ""
+
+    def close(self) -> None:
+        """Stop the factory (its candidates die with it)."""
+        with contextlib.suppress(OSError):
+            self.control.close()
         kill_session(self.process.pid)
         with contextlib.suppress(OSError):
             self.process.kill()
         self.process.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def main(argv: list[str]) -> int:
-    """Entry point: ``argv`` = [fd, work_dir, cache_dir, policy_json, backend]."""
-    die_with_parent()
-    fd, work_dir, cache_dir, policy_json, backend_name = int(argv[0]), Path(argv[1]), Path(argv[2]), argv[3], argv[4]
-    raw = json.loads(policy_json)
-    policy = SandboxPolicy(**{**raw, "writable": tuple(raw["writable"])})
-    conn = Connection(socket.socket(fileno=fd).detach())
-    os.chdir(work_dir)
-    apply_limits(policy)
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ValueError("closed")
+        data += chunk
+    return data
 
-    import torch  # noqa: F401  (before confinement: slow, writes nothing)
 
-    from kernelgym.backends import get_backend
+def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPolicy, backend: Any) -> None:
+    """In a freshly forked child: become a confined candidate process and serve one answer."""
     from kernelgym.verifier.candidate_side import CandidateSide
 
-    backend = get_backend(backend_name)
+    os.setsid()
+    die_with_parent()
+    directory = Path(spec["dir"])
+    log = os.open(directory / "candidate.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.environ.update(HOME=str(directory), TMPDIR=str(directory))
+    os.chdir(directory)
+    if spec.get("cpus"):
+        os.sched_setaffinity(0, set(spec["cpus"]))
+    conn = Connection(fd)
+    apply_limits(policy)
     build_root = cache_dir / "builds"
-    backend.prepare_worker(build_root)
-    restrict_filesystem(policy.writable)
+    backend.prepare_worker(build_root)  # a device context, created here and never in the factory
+    restrict_filesystem(tuple(spec["writable"]))
     # Host array libraries cannot compute outputs: the candidate cannot import them.
     for name in ("numpy", "cupy", "jax", "scipy", "numba"):
         sys.modules[name] = None  # type: ignore[assignment]
-    side = CandidateSide(backend, work_dir, build_root)
+    side = CandidateSide(backend, directory, build_root)
     conn.send_bytes(json.dumps({"ready": True}).encode())
     side.serve(lambda: pickle.loads(conn.recv_bytes()), conn.send_bytes)
-    return 0
+
+
+def main(argv: list[str]) -> int:
+    """The factory: ``argv`` = [control fd, cache_dir, policy_json, backend]; forks one candidate per request."""
+    die_with_parent()
+    fd, cache_dir, policy_json, backend_name = int(argv[0]), Path(argv[1]), argv[2], argv[3]
+    raw = json.loads(policy_json)
+    policy = SandboxPolicy(**{**raw, "writable": tuple(raw["writable"])})
+
+    import torch  # noqa: F401  (the slow import, done once for every candidate)
+
+    import kernelgym.verifier.candidate_side  # noqa: F401
+    from kernelgym.backends import get_backend
+
+    backend = get_backend(backend_name)
+    if backend.device_type == "cpu":
+        backend.prepare_worker(cache_dir / "builds")  # host setup (the precompiled header) once, before forking
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    gc.freeze()  # the garbage collector of a child never writes to (and so never copies) the factory's objects
+    control = socket.socket(fileno=fd)
+    while True:
+        try:
+            header, fds, _, _ = socket.recv_fds(control, 4, 1)
+            if len(header) < 4 or not fds:
+                return 0
+            spec = json.loads(_read_exactly(control, struct.unpack("!I", header)[0]))
+        except (OSError, ValueError):
+            return 0
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                control.close()
+                _serve_one(fds[0], spec, cache_dir, policy, backend)
+            except BaseException:  # noqa: BLE001 (a child never returns into the factory's loop)
+                traceback.print_exc()
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(fds[0])
+        control.sendall(struct.pack("!q", pid))
 
 
 if __name__ == "__main__":

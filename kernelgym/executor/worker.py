@@ -9,10 +9,10 @@ Holds:
 
 The worker is the trusted side: it owns the reference, the inputs, the
 comparisons, the timing and the result channel. Candidate code never runs
-here: each answer gets a candidate process of its own
-(:class:`~kernelgym.executor.candidate.CandidateProcess`), killed after the
-answer. One spare candidate process is started ahead, so starting Python,
-torch and a device context is never on the path of the next answer.
+here: each answer gets a candidate process of its own, forked by a
+:class:`~kernelgym.executor.candidate.CandidateFactory` that imported torch
+once, and killed after the answer. One candidate is forked ahead, so creating
+its device context is not on the path of the next answer.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
     import torch
 
     from kernelgym.backends import get_backend
-    from kernelgym.executor.candidate import CandidateProcess
+    from kernelgym.executor.candidate import CandidateFactory, CandidateProcess
     from kernelgym.verifier.judge import judge
     from kernelgym.verifier.result import Status
 
@@ -67,16 +67,16 @@ def main(argv: list[str]) -> int:
     # The worker runs no candidate code, so it is not confined to its directory: a process confined
     # by Landlock cannot create a GPU context in the children it starts, and every candidate needs one.
     # Each candidate confines itself once its own context exists.
-    environment = dict(os.environ)
     candidates = work_dir / "candidates"
     candidates.mkdir()
 
-    def spawn() -> CandidateProcess:
-        return CandidateProcess(backend_name, cache_dir, policy, environment, candidates, startup)
+    factory = CandidateFactory(backend_name, cache_dir, policy, dict(os.environ), candidates)
 
-    # Candidate processes started ahead: enough that one is ready when answers come back to back
-    # (starting Python, torch and a device context takes longer than judging a cached answer).
-    spares = [spawn() for _ in range(3 if backend.device_type != "cpu" and backend.device_count() else 1)]
+    def spawn() -> CandidateProcess:
+        return factory.spawn(_CANDIDATE_STARTUP_SECONDS, startup)
+
+    # One candidate forked ahead: its device context is created while the previous answer is judged.
+    spares = [spawn()]
     conn.send(("ready", "trusted worker; each candidate is confined in its own process"))
     jobs = 0
     try:
@@ -112,6 +112,7 @@ def main(argv: list[str]) -> int:
     finally:
         for spare in spares:
             spare.close()
+        factory.close()
 
 
 if __name__ == "__main__":

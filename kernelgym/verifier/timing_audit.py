@@ -23,8 +23,9 @@ from kernelgym.backends.base import median_and_iqr
 
 __all__ = ["TimingAudit", "audit_claims", "BELIEF_RATIO", "ALLOWANCE_MS"]
 
-BELIEF_RATIO = 0.8
-"""A reported median below this fraction of the judge's median (minus the allowance) is not believed."""
+BELIEF_RATIO = 2.0 / 3.0
+"""A reported median below this fraction of the judge's median (minus the allowance) is not believed:
+a lie that goes unnoticed gains at most 1.5x."""
 
 ALLOWANCE_MS = 0.1
 """Slack per call (beyond the measured harness overhead) that the judge does not hold against a candidate."""
@@ -69,8 +70,9 @@ def audit_claims(reported_ms: Sequence[float], walls_ms: Sequence[float], roundt
     wall_ms, wall_spread = median_and_iqr(own)
     claimed, claimed_spread = median_and_iqr(list(reported_ms))
     valid = all(x == x and x >= 0.0 for x in reported_ms)  # NaN or negative claims are never believed
-    # The harness's overhead is measured on the judge's side; the candidate's may differ by as much again.
-    if valid and claimed >= BELIEF_RATIO * wall_ms - ALLOWANCE_MS - overhead_ms:
+    # The harness's overhead and the round trip are measured on the judge's side, warm; the candidate's
+    # call runs after the judge's checks have cooled its caches, and may cost as much again.
+    if valid and claimed >= BELIEF_RATIO * wall_ms - ALLOWANCE_MS - overhead_ms - roundtrip_ms:
         return TimingAudit(claimed, claimed_spread, wall_ms, False)
     sentence = (
         f"Your process reported {statistics.median(reported_ms) if reported_ms else 0.0:.4f} ms per call, but the judge measured "

@@ -22,6 +22,7 @@ def test_a_fake_clock_is_replaced_by_the_judges_measurement():
 
 def test_halving_the_claim_is_caught_but_a_noisy_small_kernel_is_not():
     assert audit_claims([5.0] * 5, [10.5] * 5, roundtrip_ms=0.3, overhead_ms=0.2).rejected
+    assert not audit_claims([7.0] * 5, [10.5] * 5, roundtrip_ms=0.3, overhead_ms=0.2).rejected
     # A 10 us kernel whose harness costs more than the kernel itself stays believed.
     assert not audit_claims([0.01] * 5, [0.6] * 5, roundtrip_ms=0.3, overhead_ms=0.2).rejected
 
@@ -33,6 +34,6 @@ def test_nan_or_negative_claims_are_never_believed(bad):
 
 def test_the_belief_rule_uses_its_documented_constants():
     wall = 4.0
-    edge = BELIEF_RATIO * wall - ALLOWANCE_MS - 0.5
+    edge = BELIEF_RATIO * wall - ALLOWANCE_MS - 0.5 - 0.5
     assert not audit_claims([edge + 1e-6] * 3, [wall + 0.5 + 0.5] * 3, roundtrip_ms=0.5, overhead_ms=0.5).rejected
     assert audit_claims([edge - 1e-3] * 3, [wall + 0.5 + 0.5] * 3, roundtrip_ms=0.5, overhead_ms=0.5).rejected
