@@ -4,7 +4,8 @@ Holds:
     WorkerHandle: one worker process, spawned fresh (never forked), with per-stage
         wall-clock deadlines; killed with its whole session on timeout or crash.
     failure_result: the result of a job whose worker failed (also used by the Ray pool).
-    LocalExecutor: runs many jobs in parallel over a pool of workers.
+    LocalExecutor: runs many jobs in parallel over a pool of workers; keeps the build cache under its size cap.
+    default_cache_dir: re-exported from ``kernelgym.backends.cache``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from kernelgym.backends import get_backend
+from kernelgym.backends.cache import BuildCache, default_cache_dir
 from kernelgym.executor.sandbox import SandboxPolicy, kill_session, scrubbed_environment
 from kernelgym.verifier.feedback import compose_feedback
 from kernelgym.verifier.job import JudgeJob
@@ -34,11 +36,6 @@ from kernelgym.verifier.verifier import register_executor
 __all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result"]
 
 _STARTUP_SECONDS = 900.0  # importing torch and, once per machine, building the precompiled header
-
-
-def default_cache_dir() -> Path:
-    """``$KERNELGYM_CACHE`` or ``~/.cache/kernelgym``."""
-    return Path(os.environ.get("KERNELGYM_CACHE", Path.home() / ".cache" / "kernelgym"))
 
 
 class WorkerHandle:
@@ -182,7 +179,10 @@ class LocalExecutor:
     Workers are started lazily, reused across jobs, and replaced after a crash,
     a timeout or a suspicious result. Candidate code never runs in this process.
     For a GPU backend the default is one worker per visible GPU, each pinned to
-    its own GPU; more workers than GPUs share them round-robin.
+    its own GPU; more workers than GPUs share them round-robin. The build cache
+    is trimmed to its size cap (``cache_max_gb``, else ``$KERNELGYM_CACHE_MAX_GB``,
+    else 5 GB; least recently used builds first, never one in use) when the
+    executor starts and when it closes.
 
     Example:
         >>> ex = LocalExecutor(backend="cpp", num_workers=1)
@@ -196,10 +196,13 @@ class LocalExecutor:
         cache_dir: str | Path | None = None,
         memory_limit_gb: float = 16.0,
         threads_per_worker: int = 1,
+        cache_max_gb: float | None = None,
     ) -> None:
         self.backend = backend
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.build_cache = BuildCache(self.cache_dir, None if cache_max_gb is None else int(cache_max_gb * 1e9))
+        self.build_cache.enforce_cap()
         backend_obj = get_backend(backend)
         devices = backend_obj.device_count()
         self.num_workers = num_workers or devices or max(1, min(4, os.cpu_count() or 1))
@@ -238,3 +241,4 @@ class LocalExecutor:
         self._pool.shutdown(wait=True)
         for worker in self._idle:
             worker.stop()
+        self.build_cache.enforce_cap()
