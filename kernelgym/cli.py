@@ -41,6 +41,20 @@ is parsed, checked for fallbacks and hacks, built, compared with the reference o
 random inputs, and timed. Run `kernelgym COMMAND --help` for the options of one command."""
 
 
+_EVAL_DESCRIPTION = """\
+Judge one answer against one task: ANSWER is a file (an LLM response or bare
+code) or '-' for stdin, and --task names the task.
+
+Judge many answers in one batch: ANSWER is then
+  - a folder in KernelBench's generations layout,
+    level_<L>_problem_<P>_sample_<S>_kernel.py (other files are ignored),
+  - a folder of answers named after their tasks (1_ReLU.py, level1/1_ReLU.py), or
+  - a .jsonl file of {"task_id": ..., "answer": ...} records ("sample" optional).
+They are judged in parallel with a progress bar; --out gets attempts.jsonl,
+summary.json (the metrics of `kernelgym bench`) and plots, and --resume skips
+the answers already judged."""
+
+
 def _exit_code_text() -> str:
     return "exit status:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES)
 
@@ -205,12 +219,7 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser(
         "eval",
         help="judge one answer against one task, or many answers in one batch",
-        description="Judge one answer against one task (ANSWER is a file, or '-' for stdin), or many answers in one "
-        "batch: ANSWER is then a folder in KernelBench's generations layout "
-        "(level_<L>_problem_<P>_sample_<S>_kernel.py), a folder of <task>.py files (e.g. 1_ReLU.py or "
-        "level1/1_ReLU.py), or a .jsonl file of {\"task_id\": ..., \"answer\": ...} records. Many answers are "
-        "judged in parallel, with a progress bar; --out gets attempts.jsonl, summary.json (the metrics of "
-        "`kernelgym bench`) and plots.",
+        description=_EVAL_DESCRIPTION,
         epilog=_exit_code_text(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
