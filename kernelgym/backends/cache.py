@@ -68,9 +68,13 @@ def _size(path: Path) -> int:
 
 
 def _last_use(path: Path) -> float:
+    # Files: the newest access (loading a .so reads it) or change. Folders: changes only, since
+    # listing a folder, as this very walk does, updates its access time.
     newest = 0.0
     for root, _dirs, files in os.walk(path):
-        for name in (*files, "."):
+        with contextlib.suppress(OSError):
+            newest = max(newest, os.lstat(root).st_mtime)
+        for name in files:
             with contextlib.suppress(OSError):
                 st = os.lstat(os.path.join(root, name))
                 newest = max(newest, st.st_atime, st.st_mtime)
