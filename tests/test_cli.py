@@ -230,4 +230,5 @@ def test_eval_table_for_a_bundled_solution(cache_dir: Path) -> None:
     assert "status" in out.stdout and "ok" in out.stdout and "speedup vs eager" in out.stdout
     table = out.stdout.split("\n\n")[0]
     assert re.search(r"speedup vs eager\s+\d+\.\d{1,3}\n", table)
-    assert not re.search(r"\d\.\d{4,}", table)  # numbers are rounded
+    for number in re.findall(r"\d+\.\d+", table):  # rounded: 3 decimals, or 3 significant digits below 1
+        assert len(number.split(".")[1]) <= 3 or len(number.split(".")[1].lstrip("0")) <= 3, number
