@@ -67,12 +67,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"kernelgym: error: {message}; see `{self.prog} --help`\n")
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
 def _add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executor", choices=("local", "ray"), default="local",
                         help="where candidates are judged (default: local)")
     parser.add_argument("--ray-address", default=None,
                         help="Ray cluster address for --executor ray (default: start a local Ray)")
-    parser.add_argument("--workers", type=int, default=None,
+    parser.add_argument("--workers", type=_positive_int, default=None,
                         help="parallel judge workers (default: one per GPU, else up to 4)")
     parser.add_argument("--cache-dir", default=None,
                         help="build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
@@ -231,7 +241,7 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--backend", default=None,
                     help="cpp, cuda, triton or musa (default: the suite's: cpp for cpu, cuda for the others)")
     ev.add_argument("--json", action="store_true", help="print one JSON object (the result, or the summary of many)")
-    ev.add_argument("--runs", type=int, default=None, help="timed runs (default: the backend's, 20 on a CPU, 100 on a GPU)")
+    ev.add_argument("--runs", type=_positive_int, default=None, help="timed runs (default: the backend's, 20 on a CPU, 100 on a GPU)")
     ev.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(Model)")
     ev.add_argument("--no-timing", action="store_true", help="skip the timing stage")
     _add_executor_arguments(ev)
@@ -239,7 +249,7 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     many.add_argument("--out", default=None, help="run folder (default: runs/eval/<name of ANSWER>)")
     many.add_argument("--resume", action="store_true", help="continue the run in --out; answers already judged are kept")
     many.add_argument("--overwrite", action="store_true", help="delete the run in --out and start again")
-    many.add_argument("--batch-size", type=int, default=16, help="answers handed to the judge at once (default: 16)")
+    many.add_argument("--batch-size", type=_positive_int, default=16, help="answers handed to the judge at once (default: 16)")
     many.add_argument("--no-plots", action="store_true", help="do not write the figures")
     many.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=_eval)

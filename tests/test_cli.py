@@ -89,6 +89,7 @@ def test_unknown_task_is_a_clear_error(tmp_path: Path) -> None:
         (["eval", "--task", "level1/1_ReLU", "--backend", "nope", "{tmp}/a.py"], ["nope"]),
         (["eval", "--task", "level1/1_ReLU", "--no-such-flag", "{tmp}/a.py"], ["--no-such-flag", "--help"]),
         (["eval", "--task", "level1/1_ReLU", "--runs", "many", "{tmp}/a.py"], ["--runs", "many"]),
+        (["eval", "--task", "level1/1_ReLU", "--runs", "0", "{tmp}/a.py"], ["--runs", "at least 1"]),
         (["no-such-command"], ["no-such-command"]),
         (["bench", "--suite", "nope", "--out", "{tmp}/run"], ["unknown task suite"]),
         (["cache", "info", "--max-gb", "-1", "--cache-dir", "{tmp}/cache"], [">= 0"]),
