@@ -43,6 +43,7 @@ setup(
         "tree-sitter-python>=0.23",
         "tree-sitter-cpp>=0.23",
         "tqdm>=4.60",
+        "pyyaml>=6",
     ],
     extras_require=EXTRAS,
     entry_points={

@@ -1,30 +1,91 @@
-"""The ``kernelgym`` command: ``eval``, ``tasks``, ``bench``, ``train``.
+"""The kernelgym command line: ``eval``, ``tasks``, ``bench``, ``train`` and ``cache``.
 
 Holds:
     main: the entry point (``kernelgym = kernelgym.cli:main``).
+    EXIT_CODES: what each exit status means (printed by ``kernelgym --help``).
+    executor_kwargs: the Verifier keyword arguments of the executor options.
 
-``eval`` judges one candidate file against one task; ``tasks`` lists a suite;
+``eval`` judges one answer against one task, or a folder / JSONL file of many
+answers in one batch (``kernelgym.agents.generations``); ``tasks`` lists a suite;
 ``bench`` runs an agent over a suite (``kernelgym.agents.bench``); ``train``
-launches verl GRPO training on a GPU cluster (``kernelgym.agents.train``).
+launches verl GRPO training (``kernelgym.agents.train``); ``cache`` shows or
+trims the build cache (``kernelgym.backends.cache``). A mistake the user can
+fix ends in one line, ``kernelgym: error: ...``, and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from kernelgym.errors import KernelGymError
 
-__all__ = ["main"]
+__all__ = ["EXIT_CODES", "executor_kwargs", "main"]
+
+EXIT_CODES = (
+    (0, "success; for `eval` of one answer: the answer is ok"),
+    (1, "`eval` of one answer: it was judged and is not ok (its status says why)"),
+    (2, "a usage or input error (one line on stderr says what to do)"),
+    (130, "interrupted (Ctrl-C); `bench` and `eval` of many answers continue with --resume"),
+    (141, "the program reading the output stopped early (e.g. `| head`)"),
+)
+
+_DESCRIPTION = """\
+kernelgym judges kernel programs the way a strict reviewer would: a ModelNew that
+replaces a PyTorch reference Model with native kernels (C++, CUDA, Triton, MUSA)
+is parsed, checked for fallbacks and hacks, built, compared with the reference on
+random inputs, and timed. Run `kernelgym COMMAND --help` for the options of one command."""
+
+
+_EVAL_DESCRIPTION = """\
+Judge one answer against one task: ANSWER is a file (an LLM response or bare
+code) or '-' for stdin, and --task names the task.
+
+Judge many answers in one batch: ANSWER is then
+  - a folder in KernelBench's generations layout,
+    level_<L>_problem_<P>_sample_<S>_kernel.py (other files are ignored),
+  - a folder of answers named after their tasks (1_ReLU.py, level1/1_ReLU.py), or
+  - a .jsonl file of {"task_id": ..., "answer": ...} records ("sample" optional).
+They are judged in parallel with a progress bar; --out gets attempts.jsonl,
+summary.json (the metrics of `kernelgym bench`) and plots, and --resume skips
+the answers already judged."""
+
+
+def _exit_code_text() -> str:
+    return "exit status:\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line: ``kernelgym: error: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the mistake and where to read the options; exit 2."""
+        self.exit(2, f"kernelgym: error: {message}; see `{self.prog} --help`\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
 
 
 def _add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--executor", choices=("local", "ray"), default="local", help="where candidates are judged")
-    parser.add_argument("--ray-address", default=None, help="Ray cluster address for --executor ray (default: start a local Ray)")
-    parser.add_argument("--workers", type=int, default=None, help="parallel judge workers")
-    parser.add_argument("--cache-dir", default=None, help="build cache (default $KERNELGYM_CACHE or ~/.cache/kernelgym)")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="where candidates are judged (default: local)")
+    parser.add_argument("--ray-address", default=None,
+                        help="Ray cluster address for --executor ray (default: start a local Ray)")
+    parser.add_argument("--workers", type=_positive_int, default=None,
+                        help="parallel judge workers (default: one per GPU, else up to 4)")
+    parser.add_argument("--cache-dir", default=None,
+                        help="build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
 
 
 def executor_kwargs(args: argparse.Namespace) -> dict[str, object]:
@@ -43,36 +104,102 @@ def _load_task(spec: str, suite: str):  # noqa: ANN202 (Task; imported lazily)
     return load_suite(suite)[spec]
 
 
-def _print_table(result_dict: dict[str, object]) -> None:
+def _read_answer(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    answer = Path(path)
+    if not answer.exists():
+        raise KernelGymError(f"answer file {path!r} does not exist; give the file that holds the answer, or '-' for stdin")
+    try:
+        return answer.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise KernelGymError(f"cannot read answer file {path!r}: {exc.strerror or exc}") from None
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}g}" if abs(value) < 1 else f"{value:.{digits}f}"
+
+
+def _print_table(result: dict[str, object]) -> None:
+    runtime, reference = result["runtime_ms"], result["ref_eager_ms"]
     rows = [
-        ("status", result_dict["status"]),
-        ("legal / compiled / correct", f"{result_dict['legal']} / {result_dict['compiled']} / {result_dict['correct']}"),
-        ("speedup vs eager", result_dict["speedup_eager"]),
-        ("speedup vs torch.compile", result_dict["speedup_compile"]),
-        ("runtime ms (reference ms)", f"{result_dict['runtime_ms']} ({result_dict['ref_eager_ms']})"),
-        ("score", result_dict["score"]),
-        ("build cache hit", result_dict["cache_hit"]),
+        ("status", result["status"]),
+        ("legal / compiled / correct", f"{result['legal']} / {result['compiled']} / {result['correct']}"),
+        ("speedup vs eager", _number(result["speedup_eager"])),
+        ("speedup vs torch.compile", _number(result["speedup_compile"])),
+        ("runtime ms (reference ms)", f"{_number(runtime)} ({_number(reference)})"),
+        ("score", _number(result["score"])),
+        ("build cache hit", result["cache_hit"]),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
     print()
-    print(result_dict["feedback"])
+    print(result["feedback"])
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from kernelgym.tasks import default_backend
+
+    answers = Path(args.answer)
+    if args.answer != "-" and (answers.is_dir() or answers.suffix == ".jsonl"):
+        return _eval_many(args)
+    if args.task is None:
+        raise KernelGymError(
+            "--task is required to judge one answer (a task id of --suite or a task file); "
+            "to judge many answers, give a folder or a .jsonl file instead"
+        )
+    task = _load_task(args.task, args.suite)
+    text = _read_answer(args.answer)
     from kernelgym.verifier import Verifier, VerifierConfig
 
-    task = _load_task(args.task, args.suite)
-    text = Path(args.candidate).read_text(errors="replace") if args.candidate != "-" else sys.stdin.read()
     config = VerifierConfig(runs=args.runs, compile_baseline=args.compile_baseline, timing=not args.no_timing)
-    with Verifier(backend=args.backend, config=config, **executor_kwargs(args)) as verifier:
+    backend = args.backend or default_backend(args.suite)
+    with Verifier(backend=backend, config=config, **executor_kwargs(args)) as verifier:
         result = verifier.evaluate(task, text)
     if args.json:
         print(result.to_json())
     else:
         _print_table(result.to_dict())
     return 0 if result.ok else 1
+
+
+def _eval_many(args: argparse.Namespace) -> int:
+    import json
+    import re
+
+    from kernelgym.agents.bench import BenchConfig
+    from kernelgym.agents.generations import judge_answers
+    from kernelgym.verifier import VerifierConfig
+
+    if args.task is not None:
+        raise KernelGymError(
+            f"{args.answer} is judged as many answers, each naming its own task (by file name or task_id); "
+            "drop --task, or give one answer file"
+        )
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(args.answer).resolve().name) or "answers"
+    config = BenchConfig(
+        suite=args.suite,
+        out_dir=args.out or str(Path("runs") / "eval" / name),
+        resume=args.resume,
+        overwrite=args.overwrite,
+        backend=args.backend,
+        executor=args.executor,
+        ray_address=args.ray_address,
+        num_workers=args.workers,
+        cache_dir=args.cache_dir,
+        verifier=VerifierConfig(runs=args.runs, compile_baseline=args.compile_baseline, timing=not args.no_timing),
+        batch_size=args.batch_size,
+        plots=not args.no_plots,
+        progress=not args.quiet,
+    )
+    summary = judge_answers(args.answer, config)
+    if args.json:
+        print(json.dumps(summary.to_dict()))
+    else:
+        print(summary.report())
+        print(f"wrote {', '.join(summary.files)} to {summary.out_dir}")
+    return 0
 
 
 def _tasks(args: argparse.Namespace) -> int:
@@ -86,49 +213,102 @@ def _tasks(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kernelgym", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+def _cache(args: argparse.Namespace) -> int:
+    from kernelgym.backends.cache import BuildCache
 
-    ev = sub.add_parser("eval", help="judge one candidate program against one task")
-    ev.add_argument("candidate", help="file with the candidate (an LLM response or bare code); '-' reads stdin")
-    ev.add_argument("--task", required=True, help="a task file (KernelBench format) or a task id of --suite")
-    ev.add_argument("--suite", default="cpu", help="suite for task ids: cpu, gpu, kernelbench:<dir-or-parquet>[:level]")
-    ev.add_argument("--backend", default="cpp", help="cpp, cuda, triton or musa")
-    ev.add_argument("--json", action="store_true", help="print one JSON object")
-    ev.add_argument("--runs", type=int, default=None, help="timed runs (default: the backend's, 20 on a CPU, 100 on a GPU)")
+    cache = BuildCache(args.cache_dir, max_bytes=None if args.max_gb is None else int(args.max_gb * 1e9))
+    if args.action == "info":
+        print(cache.info().report())
+        return 0
+    removed = cache.clean(everything=args.all, min_idle_seconds=args.min_idle_minutes * 60)
+    print(removed.report())
+    return 0
+
+
+def _add_eval(sub: argparse._SubParsersAction) -> None:
+    ev = sub.add_parser(
+        "eval",
+        help="judge one answer against one task, or many answers in one batch",
+        description=_EVAL_DESCRIPTION,
+        epilog=_exit_code_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ev.add_argument("answer", metavar="ANSWER",
+                    help="an answer file (an LLM response or bare code), '-' for stdin, a folder or a .jsonl file")
+    ev.add_argument("--task", default=None,
+                    help="for one answer: a task id of --suite (e.g. level1/1_ReLU) or a task file")
+    ev.add_argument("--suite", default="cpu", help="suite of the task ids: cpu, gpu or kernelbench:<dir-or-parquet>[:level] (default: cpu)")
+    ev.add_argument("--backend", default=None,
+                    help="cpp, cuda, triton or musa (default: the suite's: cpp for cpu, cuda for the others)")
+    ev.add_argument("--json", action="store_true", help="print one JSON object (the result, or the summary of many)")
+    ev.add_argument("--runs", type=_positive_int, default=None, help="timed runs (default: the backend's, 20 on a CPU, 100 on a GPU)")
     ev.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(Model)")
     ev.add_argument("--no-timing", action="store_true", help="skip the timing stage")
     _add_executor_arguments(ev)
+    many = ev.add_argument_group("many answers")
+    many.add_argument("--out", default=None, help="run folder (default: runs/eval/<name of ANSWER>)")
+    many.add_argument("--resume", action="store_true", help="continue the run in --out; answers already judged are kept")
+    many.add_argument("--overwrite", action="store_true", help="delete the run in --out and start again")
+    many.add_argument("--batch-size", type=_positive_int, default=16, help="answers handed to the judge at once (default: 16)")
+    many.add_argument("--no-plots", action="store_true", help="do not write the figures")
+    many.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=_eval)
 
-    ts = sub.add_parser("tasks", help="list the tasks of a suite")
-    ts.add_argument("--suite", default="cpu")
+
+def _add_cache(sub: argparse._SubParsersAction) -> None:
+    from kernelgym.backends.cache import DEFAULT_MAX_GB, MAX_GB_ENV
+
+    cache = sub.add_parser(
+        "cache",
+        help="show or trim the build cache",
+        description="Show the build cache (`info`) or trim it (`clean`): clean removes the least recently used "
+        f"builds until the cache fits its cap (${MAX_GB_ENV}, default {DEFAULT_MAX_GB:g} GB), or every build "
+        "with --all. A build in use by a running judge is never removed.",
+    )
+    cache.add_argument("action", choices=("info", "clean"), help="info: sizes and entries; clean: remove builds")
+    cache.add_argument("--cache-dir", default=None, help="build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
+    cache.add_argument("--max-gb", type=float, default=None, help=f"size cap in GB (default: ${MAX_GB_ENV} or {DEFAULT_MAX_GB:g})")
+    cache.add_argument("--all", action="store_true", help="clean: remove every build not in use, not only the oldest")
+    cache.add_argument("--min-idle-minutes", type=float, default=10.0,
+                       help="clean: keep builds used less than this long ago (default: 10)")
+    cache.set_defaults(func=_cache)
+
+
+def _parser() -> argparse.ArgumentParser:
+    from kernelgym.agents.bench import add_bench_arguments, bench_main
+    from kernelgym.agents.train import add_train_arguments, train_main
+
+    parser = _Parser(
+        prog="kernelgym", description=_DESCRIPTION, epilog=_exit_code_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    _add_eval(sub)
+
+    ts = sub.add_parser("tasks", help="list the tasks of a suite", description="List the tasks of a suite.")
+    ts.add_argument("--suite", default="cpu", help="cpu, gpu or kernelbench:<dir-or-parquet>[:level] (default: cpu)")
     ts.set_defaults(func=_tasks)
 
-    try:
-        from kernelgym.agents.bench import add_bench_arguments, bench_main
-    except ImportError:
-        pass
-    else:
-        bench = sub.add_parser("bench", help="benchmark an agent on a suite (KernelBench metrics)")
-        add_bench_arguments(bench)
-        bench.set_defaults(func=bench_main)
+    bench = sub.add_parser(
+        "bench", help="run an agent over a suite (KernelBench metrics)", epilog=_exit_code_text(),
+        description="Run an agent over a suite, k samples per task, up to --turns attempts each; write "
+        "attempts.jsonl, summary.json and plots into --out.", formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_bench_arguments(bench)
+    bench.set_defaults(func=bench_main)
 
-    try:
-        from kernelgym.agents.train import add_train_arguments, train_main
-    except ImportError:
-        pass
-    else:
-        train = sub.add_parser("train", help="launch verl GRPO training (GPU cluster; needs kernelgym[verl])")
-        add_train_arguments(train)
-        train.set_defaults(func=train_main)
+    train = sub.add_parser(
+        "train", help="launch verl GRPO training (GPU cluster; needs kernelgym[verl])",
+        description="Write the data files and the agent loop config, then run verl's GRPO trainer "
+        "(--dry-run: print the command instead; needs no verl).",
+    )
+    add_train_arguments(train)
+    train.set_defaults(func=train_main)
+    _add_cache(sub)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
-    args = _parser().parse_args(argv)
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
     except KernelGymError as exc:
@@ -137,6 +317,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kernelgym: interrupted", file=sys.stderr)
         return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (see :data:`EXIT_CODES`)."""
+    try:
+        code = _run(_parser().parse_args(argv))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader (e.g. `head`) is gone: stop quietly, and keep Python from complaining again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    return code
 
 
 if __name__ == "__main__":

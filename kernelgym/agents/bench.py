@@ -6,8 +6,7 @@ Holds:
     BenchSummary: the result of a run (metrics plus what was run).
     run_bench: run (or resume) a benchmark and write its files.
     read_attempts: the attempt records of a run folder, tolerating a torn last line.
-    write_plots: the speedup, per-level and per-turn figures of a run.
-    default_backend: the backend a suite targets unless told otherwise.
+    write_plots: the per-task speedup, per-level and (with several turns) per-turn figures of a run.
     add_bench_arguments / bench_main: the ``kernelgym bench`` command line.
 
 Each episode is a :class:`~kernelgym.envs.KernelEnv` episode on one task. The
@@ -39,7 +38,7 @@ from kernelgym.agents.base import Agent, AgentError, AgentRequest, BaseAgent, Ex
 from kernelgym.agents.metrics import FAST_P_THRESHOLDS, Attempt, BenchMetrics, MetricSet, summarize
 from kernelgym.envs.kernel_env import KernelEnv, VerifierLike, make_verifier
 from kernelgym.errors import KernelGymError, MissingExtraError, require_extra
-from kernelgym.tasks import load_suite
+from kernelgym.tasks import default_backend, load_suite
 from kernelgym.tasks.task import Task, TaskSuite
 from kernelgym.verifier.config import VerifierConfig
 from kernelgym.verifier.result import EvalResult
@@ -54,7 +53,6 @@ __all__ = [
     "run_bench",
     "read_attempts",
     "write_plots",
-    "default_backend",
     "add_bench_arguments",
     "bench_main",
 ]
@@ -203,16 +201,6 @@ class BenchSummary:
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
-
-
-def default_backend(suite: str) -> str:
-    """The backend a suite targets: ``cpp`` for the bundled CPU suite, ``cuda`` otherwise.
-
-    Example:
-        >>> default_backend("cpu"), default_backend("kernelbench:/data/KernelBench:1")
-        ('cpp', 'cuda')
-    """
-    return "cpp" if suite == "cpu" else "cuda"
 
 
 def _select_tasks(config: BenchConfig) -> TaskSuite:
@@ -575,18 +563,19 @@ def _write_summary(config: BenchConfig, agent_name: str, backend: str, suite: Ta
 
 
 def write_plots(summary: BenchSummary, attempts: Sequence[Attempt], out_dir: str | Path) -> list[Path]:
-    """Write the three figures of a run into ``out_dir``; return their paths.
+    """Write the figures of a run into ``out_dir``; return their paths.
 
-    ``speedup_distribution.png``: histogram of the speedups of the passing best-turn answers.
+    ``speedup_distribution.png``: the speedup of every task's fastest correct best-turn answer, one named bar per task.
     ``metrics_per_level.png``: best-turn pass@1, pass@k, faster rate and hack rate per level.
-    ``metrics_per_turn.png``: the same metrics when each episode is judged by its first ``t`` turns.
+    ``metrics_per_turn.png`` (only with more than one turn): the same metrics when each episode is
+    judged by its first ``t`` turns.
 
     Raises:
         MissingExtraError: matplotlib is not installed.
     """
     require_extra("matplotlib", "plot")
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
     from kernelgym.agents.metrics import best_attempt, group_episodes
 
@@ -595,36 +584,44 @@ def write_plots(summary: BenchSummary, attempts: Sequence[Attempt], out_dir: str
     paths = [out_dir / name for name in PLOT_FILES]
 
     wanted = set(summary.task_ids)
-    best = [best_attempt(group) for key, group in group_episodes(attempts).items() if key[0] in wanted]
-    figure = Figure(figsize=(7, 4), layout="constrained")
+    fastest: dict[str, dict[str, float]] = {}
+    for key, group in group_episodes(attempts).items():
+        best = best_attempt(group)
+        if key[0] not in wanted or best is None or not best.ok:
+            continue
+        for label, value in (("vs eager", best.speedup_eager), ("vs torch.compile", best.speedup_compile)):
+            if value:
+                task = fastest.setdefault(label, {})
+                task[key[0]] = max(value, task.get(key[0], 0.0))
+    names = [t for t in summary.task_ids if any(t in by_task for by_task in fastest.values())]
+    figure = Figure(figsize=(7, max(3.0, 1.5 + 0.28 * len(names) * max(1, len(fastest)))), layout="constrained")
     axes = figure.subplots()
-    series = {
-        "vs eager": [a.speedup_eager for a in best if a is not None and a.ok and a.speedup_eager],
-        "vs torch.compile": [a.speedup_compile for a in best if a is not None and a.ok and a.speedup_compile],
-    }
-    values = [v for vs in series.values() for v in vs]
+    values = [v for by_task in fastest.values() for v in by_task.values()]
     if values:
+        height = 0.8 / len(fastest)
+        for i, (label, by_task) in enumerate(fastest.items()):
+            rows = [(y, by_task[t]) for y, t in enumerate(names) if t in by_task]
+            axes.barh([y + i * height for y, _ in rows], [v for _, v in rows], height, label=f"{label} (n={len(rows)})")
+        axes.set_yticks([y + height * (len(fastest) - 1) / 2 for y in range(len(names))], names,
+                        fontsize=8 if len(names) <= 40 else 6)
+        axes.invert_yaxis()
         low, high = min(values + [1.0]) / 1.2, max(values + [1.0]) * 1.2
-        bins = [low * (high / low) ** (i / 24) for i in range(25)]
-        for label, data in series.items():
-            if data:
-                axes.hist(data, bins=bins, alpha=0.6, label=f"{label} (n={len(data)})")
         axes.set_xscale("log")
+        axes.set_xlim(low, high)
         first, last = math.floor(math.log2(low)), math.ceil(math.log2(high))
         step = max(1, math.ceil((last - first + 1) / 9))
         axes.xaxis.set_major_locator(FixedLocator([2.0**p for p in range(first, last + 1, step)]))
         axes.xaxis.set_major_formatter(FuncFormatter(_speedup_label))
         axes.xaxis.set_minor_formatter(NullFormatter())
-        axes.yaxis.set_major_locator(MaxNLocator(integer=True))
         axes.axvline(1.0, color="black", linewidth=1)
         axes.axvline(metrics.faster_threshold, color="gray", linestyle="--", linewidth=1,
                      label=f"faster threshold {metrics.faster_threshold:g}x")
-        axes.legend()
+        axes.legend(fontsize=8)
     else:
         axes.text(0.5, 0.5, "no correct, timed answers", ha="center", va="center", transform=axes.transAxes)
-    axes.set_xlabel("speedup (reference time / candidate time)")
-    axes.set_ylabel("episodes (best turn)")
-    axes.set_title(f"{summary.agent} on {summary.suite}: speedup of correct answers")
+        axes.set_yticks([])
+    axes.set_xlabel("speedup (reference time / candidate time), fastest correct answer per task")
+    axes.set_title(f"{summary.agent} on {summary.suite}: {len(names)} of {len(summary.task_ids)} tasks correct and timed")
     figure.savefig(paths[0], dpi=120)
 
     bars = _plotted_metrics(summary.k)
@@ -641,6 +638,8 @@ def write_plots(summary: BenchSummary, attempts: Sequence[Attempt], out_dir: str
     axes.set_title(f"{summary.agent} on {summary.suite}: metrics per level")
     axes.legend()
     figure.savefig(paths[1], dpi=120)
+    if len(metrics.per_turn) < 2:
+        return paths[:2]
 
     figure = Figure(figsize=(7, 4), layout="constrained")
     axes = figure.subplots()
@@ -792,10 +791,10 @@ def bench_main(args: argparse.Namespace) -> int:
         config = _config_from_args(args)
         summary = run_bench(config)
     except (KernelGymError, ValueError) as exc:
-        print(f"kernelgym bench: error: {exc}", file=sys.stderr)
+        print(f"kernelgym: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\nkernelgym bench: interrupted; rerun the same command with --resume to continue", file=sys.stderr)
+        print("\nkernelgym: interrupted; rerun the same command with --resume to continue", file=sys.stderr)
         return 130
     print(summary.report())
     print(f"wrote {', '.join(summary.files)} to {summary.out_dir}")

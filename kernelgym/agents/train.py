@@ -79,16 +79,22 @@ class TrainConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> TrainConfig:
-        """Read a YAML config file (needs PyYAML, part of ``kernelgym[verl]``).
+        """Read a YAML config file.
 
         Raises:
             KernelGymError: the file is missing or has unknown keys.
         """
-        yaml = require_extra("yaml", "verl")
+        import yaml
+
         path = Path(path)
         if not path.is_file():
             raise KernelGymError(f"no train config at {path}")
-        data = yaml.safe_load(path.read_text()) or {}
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise KernelGymError(f"{path} is not valid YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise KernelGymError(f"{path} must be a YAML mapping with the keys `kernelgym` and `verl`")
         unknown = sorted(set(data) - {"kernelgym", "verl"})
         if unknown:
             raise KernelGymError(f"{path}: unknown top-level keys {unknown}; expected `kernelgym` and `verl`")
@@ -231,7 +237,8 @@ class TrainPlan:
 
     def write_files(self) -> None:
         """Write the data files (JSON lines) and the agent loop config (YAML)."""
-        yaml = require_extra("yaml", "verl")
+        import yaml
+
         self.output_dir.mkdir(parents=True, exist_ok=True)
         for path, rows in ((self.train_file, self.train_rows), (self.val_file, self.val_rows)):
             path.write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -336,8 +343,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 def train_main(args: argparse.Namespace) -> int:
     """Write the data files and the agent loop config, then run verl's trainer; returns its exit code.
 
+    ``--dry-run`` needs no verl: it writes the files and prints the command only.
+
     Raises:
-        MissingExtraError: PyYAML (or, without ``--dry-run``, verl) is not installed.
+        MissingExtraError: verl is not installed (without ``--dry-run``).
     """
     config = TrainConfig.load(args.config)
     options = {

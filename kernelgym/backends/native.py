@@ -125,6 +125,8 @@ def extension_symbols(library: Path) -> tuple[list[str], list[str]]:
 
 _DIAGNOSTIC = re.compile(r"(:\d+(:\d+)?: (fatal )?error\b|\(\d+\): error\b|^error:|: error:)", re.IGNORECASE)
 _NOISE = ("[", "FAILED:", "ninja:", "c++ ", "g++ ", "gcc ", "nvcc ", "/usr/", "Error building extension")
+# load_inline writes its sources as main.cpp / cuda.cu into the build folder; their folder is that build folder.
+_BUILD_SOURCE = re.compile(r"(/[^\s:()'\"]*)/(?:main\.cpp|cuda\.cu)\b")
 
 
 def trim_compiler_log(log: str, max_errors: int = 5, max_chars: int = 3000) -> str:
@@ -132,8 +134,16 @@ def trim_compiler_log(log: str, max_errors: int = 5, max_chars: int = 3000) -> s
 
     Compiler diagnostics (``file:line:col: error: ...``) are kept with the two
     lines after each (the code and the caret); ninja's command lines and
-    torch's wrapper message are dropped. Without any diagnostic, the last lines
-    of the log are returned.
+    torch's wrapper message are dropped; paths inside the build folder are
+    made relative to it (``main.cpp:4:27: error: ...``), so the text names no
+    cache path. Without any diagnostic, the last lines of the log are returned.
+
+    Example:
+        >>> log = "/cache/builds/ab12/main.cpp:4:9: error: 'y' was not declared\\n    4 | int x = y;\\n      |         ^"
+        >>> print(trim_compiler_log(log))
+        main.cpp:4:9: error: 'y' was not declared
+            4 | int x = y;
+              |         ^
     """
     text = log.split(": ", 1)[1] if log.startswith("Error building extension") else log
     lines = [ln.rstrip() for ln in text.splitlines()]
@@ -147,7 +157,10 @@ def trim_compiler_log(log: str, max_errors: int = 5, max_chars: int = 3000) -> s
                 break
     if not keep:
         keep = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith(_NOISE)][-20:]
-    return "\n".join(keep)[:max_chars]
+    trimmed = "\n".join(keep)
+    for build_dir in sorted(set(_BUILD_SOURCE.findall(text)), key=len, reverse=True):
+        trimmed = trimmed.replace(build_dir + "/", "")
+    return trimmed[:max_chars]
 
 
 @functools.lru_cache(maxsize=4)

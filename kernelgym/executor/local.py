@@ -4,7 +4,8 @@ Holds:
     WorkerHandle: one worker process, spawned fresh (never forked), with per-stage
         wall-clock deadlines; killed with its whole session on timeout or crash.
     failure_result: the result of a job whose worker failed (also used by the Ray pool).
-    LocalExecutor: runs many jobs in parallel over a pool of workers.
+    LocalExecutor: runs many jobs in parallel over a pool of workers; keeps the build cache under its size cap.
+    default_cache_dir: re-exported from ``kernelgym.backends.cache``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from kernelgym.backends import get_backend
+from kernelgym.backends.cache import BuildCache, default_cache_dir
 from kernelgym.executor.sandbox import SandboxPolicy, kill_session, scrubbed_environment
 from kernelgym.verifier.feedback import compose_feedback
 from kernelgym.verifier.job import JudgeJob
@@ -48,11 +50,6 @@ def remove_orphaned_work_dirs() -> None:
             continue
         if not Path(f"/proc/{owner}").exists():
             shutil.rmtree(path, ignore_errors=True)
-
-
-def default_cache_dir() -> Path:
-    """``$KERNELGYM_CACHE`` or ``~/.cache/kernelgym``."""
-    return Path(os.environ.get("KERNELGYM_CACHE", Path.home() / ".cache" / "kernelgym"))
 
 
 class WorkerHandle:
@@ -232,7 +229,10 @@ class LocalExecutor:
     default is one judge worker per visible GPU, each pinned to its own GPU, and
     a pipeline: build workers without a GPU compile answers ahead on the other
     CPU cores while the judge workers check and time whatever is built, so no
-    GPU waits on a compiler and timing never shares a GPU.
+    GPU waits on a compiler and timing never shares a GPU. The build cache is
+    trimmed to its size cap (``cache_max_gb``, else ``$KERNELGYM_CACHE_MAX_GB``, else
+    5 GB; least recently used builds first, never one in use) when the executor
+    starts and when it closes.
 
     Args:
         backend: the target backend.
@@ -240,6 +240,7 @@ class LocalExecutor:
         cache_dir: the build cache.
         memory_limit_gb: address-space limit of a worker (host backends).
         threads_per_worker: threads of a worker and its candidates.
+        cache_max_gb: the build cache's size cap.
         build_workers: build-ahead workers (default: half the cores, less the judges, on a GPU
             backend that supports building without a GPU; 0 elsewhere).
 
@@ -256,10 +257,13 @@ class LocalExecutor:
         memory_limit_gb: float = 16.0,
         threads_per_worker: int = 1,
         build_workers: int | None = None,
+        cache_max_gb: float | None = None,
     ) -> None:
         self.backend = backend
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.build_cache = BuildCache(self.cache_dir, None if cache_max_gb is None else int(cache_max_gb * 1e9))
+        self.build_cache.enforce_cap()
         backend_obj = get_backend(backend)
         devices = backend_obj.device_count()
         self.num_workers = num_workers or devices or max(1, min(4, os.cpu_count() or 1))
@@ -318,6 +322,7 @@ class LocalExecutor:
         if self._builders is not None:
             self._builders.close()
         self._judges.close()
+        self.build_cache.enforce_cap()
 
 
 def _forward(source: Future[EvalResult], target: Future[EvalResult]) -> None:

@@ -4,12 +4,13 @@ Task files are only read and parsed (``ast``), never executed here: running a
 reference program is the verifier's job, inside a worker process.
 
 Holds:
-    load_task_file: one ``level{N}/{id}_{Name}.py`` file -> Task.
+    load_task_file: any task file -> Task (level and id from KernelBench's ``level{N}/{id}_{Name}.py`` naming).
     load_kernelbench_dir: a KernelBench tree (``level1/``, ``level2/``, ...) -> TaskSuite,
         with an optional ``manifest.json`` and ``solutions/<backend>/`` beside the levels.
     load_kernelbench_parquet: KernelBench's Hugging Face parquet export -> TaskSuite.
     load_suite: one entry point for bundled suites, ``kernelbench:<path>[:level]`` specs and plain paths.
     bundled_suites: names of the suites shipped inside the package.
+    default_backend: the backend a suite targets unless told otherwise (``eval``, ``bench`` and the envs agree).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from kernelgym.tasks.task import Task, TaskSuite
 
 __all__ = [
     "bundled_suites",
+    "default_backend",
     "load_kernelbench_dir",
     "load_kernelbench_parquet",
     "load_suite",
@@ -38,6 +40,7 @@ SUITES_DIR = Path(__file__).resolve().parent / "suites"
 
 _LEVEL_DIR = re.compile(r"^level(\d+)$")
 _TASK_FILE = re.compile(r"^(\d+)_(.+)\.py$")
+_TASK_STEM = re.compile(r"^(\d+)_(.+)$")
 _REQUIRED = ("class Model", "def get_inputs", "def get_init_inputs")
 _MANIFEST_KEYS = frozenset({"atol", "rtol", "variants", "why"})
 _PARQUET_COLUMNS = ("code", "level", "name", "problem_id")
@@ -78,39 +81,45 @@ def _make_task(source: str, level: int, problem_id: int, name: str, suite: str, 
 
 
 def load_task_file(path: str | Path, suite: str = "") -> Task:
-    """Load one KernelBench task file named ``.../level{N}/{id}_{Name}.py``.
+    """Load one task file: any Python file that defines ``Model``, ``get_inputs`` and ``get_init_inputs``.
 
-    The file is parsed, not run: it must define ``class Model``,
-    ``def get_inputs`` and ``def get_init_inputs`` at module level.
+    The file is parsed, not run. KernelBench's naming, ``.../level{N}/{id}_{Name}.py``,
+    gives the level, problem id and name; a file named otherwise still loads:
+    without a ``level{N}`` folder its level is 0, without an ``{id}_`` prefix its
+    problem id is 0 and its name is the file's stem.
 
     Args:
-        path: the task file; its folder gives the level, its name the id and name.
+        path: the task file.
         suite: the suite name recorded on the task.
 
     Returns:
-        The task, with id ``"level{N}/{id}_{Name}"``.
+        The task; its id is ``"level{N}/{stem}"`` inside a ``level{N}`` folder, else the file's stem.
 
     Raises:
-        TaskError: the file is missing, misnamed, not Python, or lacks a required definition.
+        TaskError: the file is missing, not Python, or lacks a required definition.
 
     Example:
         >>> load_task_file(SUITES_DIR / "cpu" / "level1" / "3_Tanh.py").id
         'level1/3_Tanh'
     """
     path = Path(path)
-    level_match = _LEVEL_DIR.match(path.parent.name)
-    file_match = _TASK_FILE.match(path.name)
-    if level_match is None or file_match is None:
-        raise TaskError(
-            f"{path} is not named like a KernelBench task; expected .../level<N>/<id>_<Name>.py "
-            "(e.g. level1/1_ReLU.py)"
-        )
     try:
         source = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TaskError(f"cannot read task file {path}: {exc.strerror or exc}") from None
-    return _make_task(
-        source, int(level_match.group(1)), int(file_match.group(1)), file_match.group(2), suite, str(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise TaskError(f"cannot read task file {path}: {reason}; give the path of a task .py file") from None
+    level_match = _LEVEL_DIR.match(path.parent.name)
+    name_match = _TASK_STEM.match(path.stem)
+    level = int(level_match.group(1)) if level_match else 0
+    problem_id, name = (int(name_match.group(1)), name_match.group(2)) if name_match else (0, path.stem)
+    _check_source(source, str(path))
+    return Task(
+        id=f"level{level}/{path.stem}" if level_match else path.stem,
+        name=name,
+        level=level,
+        problem_id=problem_id,
+        source=source,
+        suite=suite,
     )
 
 
@@ -306,6 +315,16 @@ def bundled_suites() -> list[str]:
     if not SUITES_DIR.is_dir():
         return []
     return sorted(p.name for p in SUITES_DIR.iterdir() if p.is_dir() and _level_dirs(p))
+
+
+def default_backend(suite: str | Path) -> str:
+    """The backend a suite targets: ``cpp`` for the bundled CPU suite, ``cuda`` for every other suite.
+
+    Example:
+        >>> default_backend("cpu"), default_backend("gpu"), default_backend("kernelbench:/data/KernelBench:1")
+        ('cpp', 'cuda', 'cuda')
+    """
+    return "cpp" if str(suite) == "cpu" else "cuda"
 
 
 def _load_path(path: Path, level: int | None) -> TaskSuite:

@@ -25,10 +25,11 @@ class Task:
     same constructor arguments and the same outputs.
 
     Attributes:
-        id: unique id inside its suite, ``"level{N}/{problem_id}_{name}"``.
+        id: unique id inside its suite, ``"level{N}/{problem_id}_{name}"`` (a task file named
+            otherwise: ``"level{N}/{stem}"`` or the file's stem).
         name: the problem name, e.g. ``"ReLU"``.
-        level: KernelBench level (1 = single op, 2 = fused ops, 3 = architectures).
-        problem_id: number of the problem inside its level.
+        level: KernelBench level (1 = single op, 2 = fused ops, 3 = architectures; 0 = unknown).
+        problem_id: number of the problem inside its level (0 = unknown).
         source: the reference program text.
         suite: name of the suite the task came from.
         atol: absolute tolerance override (``None``: dtype default).

@@ -24,10 +24,17 @@ HINTS = {
 
 
 def compose_feedback(status: Status, details: Sequence[str], violations: Sequence[Violation] = (), lead: str = "") -> str:
-    """Assemble feedback: ``lead`` first (e.g. the first compiler error), then status, details, violations, hint."""
-    lines = [lead] if lead else []
-    lines.append(f"Status: {status.value}")
-    lines.extend(d for d in details if d)
+    """Assemble feedback: the status line, then ``lead`` (e.g. the compiler's first error), details, violations, hint.
+
+    Example:
+        >>> print(compose_feedback(Status.COMPILE_ERROR, ["  4 | int x = y;"], lead="main.cpp:4:9: error: 'y' undeclared"))
+        Status: compile_error
+        main.cpp:4:9: error: 'y' undeclared
+          4 | int x = y;
+        Hint: Fix the first compiler error above; later errors often follow from it.
+    """
+    lines = [f"Status: {status.value}"]
+    lines.extend(d for d in (lead, *details) if d)
     for v in violations:
         where = f"line {v.line}" if v.line else v.where
         lines.append(f"- [{v.rule}] {where}: {v.message}")

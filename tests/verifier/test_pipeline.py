@@ -71,13 +71,16 @@ def test_wrong_kernels_are_incorrect(cpu_verifier: Verifier, cpu_suite, task_id:
 
 
 @pytest.mark.parametrize("task_id", NOT_COMPILING)
-def test_broken_code_is_a_compile_error(cpu_verifier: Verifier, cpu_suite, task_id: str) -> None:
+def test_broken_code_is_a_compile_error(cpu_verifier: Verifier, cpu_suite, cache_dir, task_id: str) -> None:
     task = cpu_suite[task_id]
     solution = task.solution("cpp").replace(
         "#include <torch/extension.h>", "#include <torch/extension.h>\nstatic int kg_broken = undefined_symbol_xyz;", 1
     )
     result = cpu_verifier.evaluate(task, solution)
     assert result.status is Status.COMPILE_ERROR
-    first_line = result.feedback.splitlines()[0]
-    assert "error" in first_line and "undefined_symbol_xyz" in first_line
+    status, first_error, code = result.feedback.splitlines()[:3]
+    assert status == "Status: compile_error"
+    assert first_error.startswith("main.cpp:") and "error" in first_error and "undefined_symbol_xyz" in first_error
+    assert "undefined_symbol_xyz" in code
+    assert str(cache_dir) not in result.feedback
     assert not result.compiled and result.score == 0.0
