@@ -26,6 +26,7 @@ module = load_inline(name="kg_redteam_relu", cpp_sources=cpp_source, functions=[
 
 
 _real = time.perf_counter
+_targets = {"clock": time}
 
 
 class ModelNew(nn.Module):
@@ -37,8 +38,8 @@ class ModelNew(nn.Module):
 
         def fake():
             calls.append(1)
-            vars(time)["perf_" + "counter"] = _real
+            _targets["clock"].perf_counter = _real
             return _real() - 1.0
 
-        vars(time)["perf_" + "counter"] = fake
+        _targets["clock"].perf_counter = fake
         return out
