@@ -4,6 +4,7 @@ Holds:
     BuildError: a native build failed; carries the compiler log.
     ForbiddenSymbolsError: a build succeeded but links against symbols its backend does not allow.
     extension_symbols: the imported and exported symbols of a built extension, cached beside it.
+    file_lock: an exclusive lock file, for builds that several workers may start at once.
     intercept_load_inline: context manager that routes a candidate's
         ``load_inline`` calls through the build cache and counts entry-point calls.
     trim_compiler_log: the first errors of a compiler log, first error line first.
@@ -48,6 +49,7 @@ __all__ = [
     "ForbiddenSymbolsError",
     "ensure_pch",
     "extension_symbols",
+    "file_lock",
     "intercept_load_inline",
     "toolchain_fingerprint",
     "trim_compiler_log",
@@ -183,7 +185,8 @@ def _checked_flags(flags: Sequence[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created with its parents) for the block."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -259,7 +262,7 @@ def ensure_pch(build_root: Path) -> Path | None:
     digest = hashlib.sha256(json.dumps([command, toolchain_fingerprint(("c++",))]).encode()).hexdigest()[:16]
     pch_dir = build_root / "pch" / digest
     target = pch_dir / "torch" / "extension.h.gch"
-    with _file_lock(build_root / "pch.lock"):
+    with file_lock(build_root / "pch.lock"):
         if target.exists():
             _write_forwarder(pch_dir)
             return pch_dir
@@ -359,7 +362,7 @@ def intercept_load_inline(
         build_dir = build_root / key[:32]
         library = build_dir / f"{module_name}.so"
         start = time.perf_counter()
-        with _file_lock(build_root / "locks" / f"{key[:32]}.lock"):
+        with file_lock(build_root / "locks" / f"{key[:32]}.lock"):
             hit = library.exists() and (build_dir / "ok").exists()
             if not hit:
                 build_dir.mkdir(parents=True, exist_ok=True)
