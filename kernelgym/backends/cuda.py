@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from kernelgym.backends.base import Backend, BuildRecord, KernelTracker, register_backend
-from kernelgym.backends.native import intercept_load_inline
+from kernelgym.backends.native import ensure_pch, intercept_load_inline
 
 __all__ = [
     "CudaBackend",
@@ -331,6 +331,15 @@ class CudaBackend(GpuBackend):
             return "'ninja' was not found on PATH (`pip install ninja`)"
         return None
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._pch: Path | None = None
+
+    def prepare_worker(self, build_root: Path) -> None:
+        """Set up the device, then precompile ``torch/extension.h`` for the binding unit of every build."""
+        super().prepare_worker(build_root)
+        self._pch = ensure_pch(build_root, cuda=True)
+
     @contextlib.contextmanager
     def build_worker_environment(self) -> dict[str, str] | None:
         """No GPU, and the GPU's architecture named, so builds made ahead share cache keys with the judges'.
@@ -353,5 +362,8 @@ class CudaBackend(GpuBackend):
 
     def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord]) -> Iterator[None]:
         """Intercept ``load_inline`` so builds are cached (per GPU architecture) and entry points counted."""
-        with intercept_load_inline(build_root, tracker, log, compilers=("c++", "nvcc"), cuda=True, key_extra=self._arch):
+        with intercept_load_inline(
+            build_root, tracker, log, compilers=("c++", "nvcc"), cuda=True, key_extra=self._arch,
+            pch_dir=self._pch,
+        ):
             yield

@@ -270,7 +270,7 @@ def _device_allowed(api: str) -> list[str]:
         rf"c10::{api}::(getCurrent{upper}Stream|getDefault{upper}Stream|c10_{api}_check_implementation|device_count|"
         rf"device_count_ensure_non_zero|current_device|set_device|MaybeSetDevice|ExchangeDevice|MaybeExchangeDevice|"
         rf"GetDevice|SetDevice|GetDeviceCount|get_{api}_check_suffix|{upper}KernelLaunchRegistry|"
-        rf"{upper}Stream::(query|synchronize|priority|unpack3|pack3)|"
+        rf"{upper}Stream::(query|synchronize|stream|id|priority|priority_range|unpack3|pack3|unwrap)|"
         rf"{upper}CachingAllocator::(get|allocator|raw_alloc|raw_alloc_with_stream|raw_delete)|"
         rf"impl::{upper}GuardImpl|warn_or_error_on_sync|get_sync_debug_mode|"
         rf"{upper}Error|memcpy_and_sync|stream_synchronize)(::.*)?",
@@ -279,6 +279,28 @@ def _device_allowed(api: str) -> list[str]:
         rf"at::{api}::(CUDAContext|{upper}Event)?::?$",
     ]
 
+
+def _device_guard_imports(api: str) -> re.Pattern[str]:
+    """What the device guard's implementation class imports (``c10::cuda::CUDAGuard`` and friends).
+
+    Its virtual functions are defined in the header, so every extension that
+    constructs a guard carries its vtable and imports all of them: events,
+    stream pools and waits included, whether or not the answer uses them. They
+    are admitted ahead of the concerns below; streams, events and timers used
+    on purpose are the static rules' and the runtime checks' business.
+    """
+    upper = api.upper()
+    return re.compile(
+        rf"{api}(EventCreateWithFlags|EventRecord|EventRecordWithFlags|EventQuery|EventSynchronize|EventDestroy|"
+        rf"EventElapsedTime|StreamWaitEvent|StreamQuery|StreamIsCapturing|StreamGetCaptureInfo\w*)|"
+        rf"c10::{api}::(getStreamFromPool|getStreamFromExternal|setCurrent{upper}Stream|device_synchronize|"
+        rf"{upper}CachingAllocator::recordStream|warning_state|currentStreamCaptureStatusMayInitCtx|"
+        rf"impl::{upper}GuardImpl)(::.*)?|"
+        r"c10::impl::GPUTrace(::.*)?|c10::impl::PyInterpreter(::.*)?"
+    )
+
+
+_GUARD_IMPORTS: dict[str, re.Pattern[str]] = {"cuda": _device_guard_imports("cuda"), "musa": _device_guard_imports("musa")}
 
 ALLOW_LISTS: dict[str, tuple[re.Pattern[str], ...]] = {
     "cpp": tuple(re.compile(p) for p in [*_COMMON_ALLOWED, *_OPENMP_ALLOWED]),
@@ -389,9 +411,12 @@ def forbidden_symbols(symbols: Iterable[str], backend: str, exported: Iterable[s
         []
     """
     allowed = ALLOW_LISTS[backend]
+    guard = _GUARD_IMPORTS.get(backend)
     found: list[ForbiddenSymbol] = []
     for symbol in symbols:
         entity = symbol_entity(symbol)
+        if guard is not None and guard.fullmatch(entity):
+            continue
         known = _concern(entity)
         if (known is None or known[0] in _EXPLAIN_ONLY) and any(p.fullmatch(entity) for p in allowed):
             continue

@@ -159,3 +159,30 @@ def test_local_executor_starts_one_pinned_worker_per_gpu(tmp_path: Any) -> None:
         assert [w.device_index for w in cpu._idle] == [None]
     finally:
         cpu.close()
+
+
+class _RecordingLoader:
+    """Stands in for torch.utils.cpp_extension: records the build it is asked for, builds nothing."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def load_inline(self, **kwargs: Any) -> None:
+        self.calls.append(kwargs)
+        raise RuntimeError("not built here")
+
+
+@pytest.mark.parametrize(("pch", "expected_cflags"), [(True, []), (False, ["-O3"])])
+def test_cuda_binding_unit_shares_the_precompiled_header(tmp_path: Any, pch: bool, expected_cflags: list[str]) -> None:
+    from kernelgym.backends.native import BuildError, intercept_load_inline
+
+    loader = _RecordingLoader()
+    pch_dir = tmp_path / "pch" if pch else None
+    with intercept_load_inline(
+        tmp_path, base.KernelTracker(), [], compilers=("c++",), cuda=True, pch_dir=pch_dir, extension_module=loader
+    ), pytest.raises(BuildError):
+        loader.load_inline(name="x", cpp_sources="int f();", cuda_sources="__global__ void k() {}",
+                           functions=["f"], extra_cflags=["-O3"])
+    (call,) = loader.calls
+    assert call["extra_cflags"] == expected_cflags
+    assert call["extra_include_paths"] == ([str(pch_dir)] if pch else None)

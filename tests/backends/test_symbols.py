@@ -121,10 +121,12 @@ def test_runtime_symbols_an_honest_answer_needs_are_allowed(symbol: str, backend
     ("symbol", "backend", "concern"),
     [
         ("cudaStreamCreateWithFlags", "cuda", "streams and graphs"),
-        ("cudaEventElapsedTime", "cuda", "timers"),
+        ("cudaEventElapsedTime", "cpp", "timers"),
+        ("cudaGraphLaunch", "cuda", "streams and graphs"),
+        ("cudaLaunchHostFunc", "cuda", "streams and graphs"),
         ("cublasSgemm_v2", "cuda", "vendor library"),
         ("cudaStreamSetAttribute", "cuda", "process settings"),
-        ("c10::cuda::getStreamFromPool(bool, signed char)", "cuda", "streams and graphs"),
+        ("c10::cuda::getStreamFromPool(bool, signed char)", "cpp", "streams and graphs"),
         ("GOMP_parallel", "cuda", "not allowed"),
         ("omp_set_num_threads", "cpp", "process settings"),
         ("PyRun_SimpleString", "cpp", "Python"),
@@ -133,6 +135,28 @@ def test_runtime_symbols_an_honest_answer_needs_are_allowed(symbol: str, backend
 )
 def test_carve_outs_and_other_backends_are_refused(symbol: str, backend: str, concern: str) -> None:
     assert [f.concern for f in forbidden_symbols([symbol], backend)] == [concern]
+
+
+# What g++ records for a host file that constructs c10::cuda::CUDAGuard/OptionalCUDAGuard and reads the
+# current stream (torch 2.13 headers): the guard's vtable drags in event and stream-pool functions.
+_CUDA_GUARD_IMPORTS = [
+    "c10::cuda::CUDACachingAllocator::allocator", "c10::cuda::CUDAStream::query() const",
+    "c10::cuda::CUDAStream::stream() const", "c10::cuda::CUDAStream::synchronize() const",
+    "c10::cuda::ExchangeDevice(signed char)", "c10::cuda::GetDevice(signed char*)", "c10::cuda::MaybeSetDevice(signed char)",
+    "c10::cuda::SetDevice(signed char, bool)",
+    "c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, unsigned int, bool)",
+    "c10::cuda::device_count()", "c10::cuda::getCurrentCUDAStream(signed char)", "c10::cuda::getDefaultCUDAStream(signed char)",
+    "c10::cuda::getStreamFromPool(bool, signed char)", "c10::cuda::getStreamFromPool(int, signed char)",
+    "c10::cuda::setCurrentCUDAStream(c10::cuda::CUDAStream)", "c10::impl::GPUTrace::gpuTraceState",
+    "c10::impl::GPUTrace::haveState", "cudaDeviceSynchronize", "cudaEventCreateWithFlags", "cudaEventDestroy",
+    "cudaEventElapsedTime", "cudaEventQuery", "cudaEventRecord", "cudaEventSynchronize", "cudaGetErrorString",
+    "cudaGetLastError", "cudaStreamIsCapturing", "cudaStreamWaitEvent",
+]
+
+
+def test_what_a_cuda_device_guard_drags_in_is_allowed() -> None:
+    assert forbidden_symbols(_CUDA_GUARD_IMPORTS, "cuda") == []
+    assert forbidden_symbols([s.replace("cuda", "musa").replace("CUDA", "MUSA") for s in _CUDA_GUARD_IMPORTS], "musa") == []
 
 
 def test_the_error_names_the_rule_and_the_symbols() -> None:

@@ -1,0 +1,138 @@
+"""A runtime guard below Python: every ATen operator the dispatcher runs, recorded from C++.
+
+Holds:
+    AtenObserver: arm/disarm/ops over a global ``at::RecordFunction`` callback.
+    load_observer: build (once per build cache) and load the observer extension.
+    OBSERVER_SOURCE: the C++ source of the extension.
+
+The Python dispatch guard (a ``TorchDispatchMode``) sees only what reaches the
+Python dispatch key: an answer that runs an operator inside
+``torch.utils._python_dispatch._disable_current_modes()``, or from C++ under an
+``ExcludeDispatchKeyGuard`` that removes the Python key, hides from it. A
+global ``RecordFunction`` callback is called by the dispatcher itself for
+every operator call, whatever keys are excluded and whatever Python modes are
+active, so such calls still show up here. (A kernel called without the
+dispatcher, ``at::cpu::*`` from C++, never reaches either guard: the linked-
+symbol allow-list of :mod:`kernelgym.backends.symbols` refuses those builds.)
+
+This is trusted code: the extension is built from the fixed source below, not
+from a candidate, and is not subject to the candidate allow-list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelgym.backends.native import (
+    CANONICAL_CFLAGS,
+    CANONICAL_LDFLAGS,
+    BuildError,
+    ensure_pch,
+    file_lock,
+    toolchain_fingerprint,
+)
+
+__all__ = ["OBSERVER_SOURCE", "AtenObserver", "load_observer"]
+
+OBSERVER_SOURCE = r"""
+#include <torch/extension.h>
+#include <ATen/record_function.h>
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+std::mutex names_mutex;
+std::vector<std::string> names;
+std::atomic<bool> armed{false};
+at::CallbackHandle handle = 0;
+
+std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
+    if (armed.load(std::memory_order_relaxed)) {
+        std::lock_guard<std::mutex> lock(names_mutex);
+        names.emplace_back(fn.name());
+    }
+    return nullptr;
+}
+}  // namespace
+
+void arm() {
+    if (handle == 0) {
+        handle = at::addGlobalCallback(at::RecordFunctionCallback(on_enter).scopes({at::RecordScope::FUNCTION}));
+    }
+    std::lock_guard<std::mutex> lock(names_mutex);
+    names.clear();
+    armed.store(true);
+}
+
+std::vector<std::string> disarm() {
+    armed.store(false);
+    std::lock_guard<std::mutex> lock(names_mutex);
+    return names;
+}
+
+std::vector<std::string> ops() {
+    std::lock_guard<std::mutex> lock(names_mutex);
+    return names;
+}
+"""
+
+
+@dataclass
+class AtenObserver:
+    """Records the names of ATen operators (``aten::mm``) the dispatcher runs while armed, on any thread.
+
+    Example (needs a C++ compiler; builds once per cache)::
+
+        observer = load_observer(build_root)
+        observer.arm()
+        model(*inputs)
+        names = observer.disarm()   # ["aten::empty_like", "aten::relu", ...]
+    """
+
+    module: Any
+
+    def arm(self) -> None:
+        """Start recording, from an empty list (installs the global callback on first use)."""
+        self.module.arm()
+
+    def disarm(self) -> list[str]:
+        """Stop recording; return the operator names recorded since :meth:`arm`, in call order."""
+        return list(self.module.disarm())
+
+    def ops(self) -> list[str]:
+        """The operator names recorded so far (recording continues)."""
+        return list(self.module.ops())
+
+
+def load_observer(build_root: Path) -> AtenObserver:
+    """Build the observer extension into ``build_root`` (once per source and toolchain) and load it.
+
+    Raises:
+        BuildError: the extension does not compile.
+    """
+    from torch.utils import cpp_extension
+
+    key = hashlib.sha256((OBSERVER_SOURCE + toolchain_fingerprint(("c++",))).encode()).hexdigest()[:16]
+    build_dir = build_root / "aten_observer" / key
+    pch_dir = ensure_pch(build_root)
+    with file_lock(build_root / "locks" / f"aten_observer_{key}.lock"):
+        build_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            module = cpp_extension.load_inline(
+                name=f"kg_aten_observer_{key}",
+                cpp_sources=[OBSERVER_SOURCE],
+                functions=["arm", "disarm", "ops"],
+                extra_cflags=list(CANONICAL_CFLAGS),
+                extra_ldflags=list(CANONICAL_LDFLAGS),
+                extra_include_paths=[str(pch_dir)] if pch_dir else None,
+                build_directory=str(build_dir),
+                verbose=False,
+            )
+        except RuntimeError as exc:
+            raise BuildError("the ATen observer extension failed to build", log=str(exc)) from None
+    return AtenObserver(module)

@@ -1,0 +1,76 @@
+"""The C++ ATen observer sees operators that the Python dispatch guard cannot (slow: builds one extension)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+from kernelgym.backends.aten_observer import AtenObserver, load_observer
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("c++") is None or shutil.which("ninja") is None, reason="needs c++ and ninja"),
+]
+
+
+class _PythonGuard(TorchDispatchMode):
+    """A stand-in for the judge's Python guard: records what reaches the Python key."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        self.seen.append(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture(scope="module")
+def observer(cache_dir: Path) -> AtenObserver:
+    build_root = cache_dir / "builds"
+    build_root.mkdir(parents=True, exist_ok=True)
+    return load_observer(build_root)
+
+
+def test_only_armed_calls_are_recorded(observer: AtenObserver) -> None:
+    x = torch.randn(8)
+    torch.relu(x)
+    observer.arm()
+    torch.sigmoid(x)
+    assert "aten::sigmoid" in observer.ops()
+    names = observer.disarm()
+    torch.tanh(x)
+    assert "aten::sigmoid" in names and "aten::relu" not in names and "aten::tanh" not in observer.ops()
+
+
+def test_ops_under_disabled_python_modes_are_seen(observer: AtenObserver) -> None:
+    x = torch.randn(16)
+    with _PythonGuard() as guard:
+        observer.arm()
+        with _disable_current_modes():
+            torch.nn.functional.leaky_relu(x)
+        names = observer.disarm()
+    assert "aten::leaky_relu" in names
+    assert not any("leaky_relu" in name for name in guard.seen)
+
+
+def test_ops_with_the_python_key_excluded_are_seen(observer: AtenObserver) -> None:
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    with _PythonGuard() as guard:
+        observer.arm()
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python)):
+            torch.mm(a, b)
+        names = observer.disarm()
+    assert "aten::mm" in names
+    assert "aten.mm" not in guard.seen and "aten::mm" not in guard.seen
+
+
+def test_the_observer_is_built_once_per_cache(cache_dir: Path, observer: AtenObserver) -> None:
+    again = load_observer(cache_dir / "builds")
+    again.arm()
+    torch.exp(torch.ones(2))
+    assert "aten::exp" in again.disarm()
