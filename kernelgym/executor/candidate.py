@@ -232,9 +232,9 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
     return data
 
 
-def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPolicy, backend: Any) -> None:
+def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPolicy, backend: Any, observer: Any) -> None:
     """In a freshly forked child: become a confined candidate process and serve one answer."""
-    from kernelgym.verifier.candidate_side import CandidateSide
+    from kernelgym.verifier.candidate_side import BLOCKED_MODULES, CandidateSide
 
     os.setsid()
     die_with_parent()
@@ -252,10 +252,9 @@ def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPo
     build_root = cache_dir / "builds"
     backend.prepare_worker(build_root)  # a device context, created here and never in the factory
     restrict_filesystem(tuple(spec["writable"]))
-    # Host array libraries cannot compute outputs: the candidate cannot import them.
-    for name in ("numpy", "cupy", "jax", "scipy", "numba"):
+    for name in BLOCKED_MODULES:  # host array libraries cannot compute outputs: the candidate cannot import them
         sys.modules[name] = None  # type: ignore[assignment]
-    side = CandidateSide(backend, directory, build_root)
+    side = CandidateSide(backend, directory, build_root, observer)
     conn.send_bytes(json.dumps({"ready": True}).encode())
     side.serve(lambda: pickle.loads(conn.recv_bytes()), conn.send_bytes)
 
@@ -271,10 +270,17 @@ def main(argv: list[str]) -> int:
 
     import kernelgym.verifier.candidate_side  # noqa: F401
     from kernelgym.backends import get_backend
+    from kernelgym.backends.aten_observer import load_observer
+    from kernelgym.backends.native import BuildError
 
     backend = get_backend(backend_name)
     if backend.device_type == "cpu":
         backend.prepare_worker(cache_dir / "builds")  # host setup (the precompiled header) once, before forking
+    try:  # the guard below Python, built once per cache; every candidate inherits it
+        observer: Any = load_observer(cache_dir / "builds")
+    except BuildError as exc:
+        print(f"kernelgym: the ATen observer could not be built, only the Python guard watches calls: {exc}", flush=True)
+        observer = None
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     gc.freeze()  # the garbage collector of a child never writes to (and so never copies) the factory's objects
     control = socket.socket(fileno=fd)
@@ -291,7 +297,7 @@ def main(argv: list[str]) -> int:
             code = 0
             try:
                 control.close()
-                _serve_one(fds[0], spec, cache_dir, policy, backend)
+                _serve_one(fds[0], spec, cache_dir, policy, backend, observer)
             except BaseException:  # noqa: BLE001 (a child never returns into the factory's loop)
                 traceback.print_exc()
                 code = 1

@@ -35,9 +35,12 @@ import torch
 from kernelgym.backends import Backend, BuildRecord, KernelTracker
 from kernelgym.backends.native import BuildError, ForbiddenSymbolsError
 from kernelgym.verifier.compare import flatten_outputs
-from kernelgym.verifier.guard import AtenGuard, GlobalState
+from kernelgym.verifier.guard import AtenGuard, GlobalState, compute_ops
 
-__all__ = ["CandidateSide", "SharedTensor", "map_shared", "run_call", "error_line"]
+BLOCKED_MODULES = ("numpy", "cupy", "jax", "scipy", "numba")
+"""Host (and foreign) array libraries a candidate process cannot import: they would compute outputs outside the guards."""
+
+__all__ = ["BLOCKED_MODULES", "CandidateSide", "SharedTensor", "map_shared", "run_call", "error_line"]
 
 _perf_counter = time.perf_counter
 
@@ -118,29 +121,38 @@ def _leaf_meta(leaf: Any, input_storages: set[int]) -> dict[str, Any]:
     return {"kind": "object", "type": type(leaf).__name__}
 
 
-def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracker: KernelTracker, training: bool, grad: bool) -> tuple[list[Any], dict[str, Any]]:
+def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracker: KernelTracker, training: bool, grad: bool,
+             observer: Any = None) -> tuple[list[Any], dict[str, Any]]:
     """One forward as every call is made: poison memory, flush caches, guard, time, synchronize, describe the outputs.
 
-    The judge runs the reference through this very function when it times it, so
-    the harness costs the same on both sides and drops out of the comparison.
+    Two guards watch every call: the Python dispatch mode (:class:`AtenGuard`) and,
+    when given, ``observer``, a global ``RecordFunction`` callback that also sees
+    operators run with the Python key excluded or Python modes disabled. The judge
+    runs the reference through this very function when it times it, so the harness
+    costs the same on both sides and drops out of the comparison.
     """
     model.train(training)
     backend.poison_memory()
     guard = AtenGuard()
     timer = backend.call_timer()
     timer.flush()
-    with torch.set_grad_enabled(grad), tracker.watching(), guard:
-        timer.start()
-        output = model(*inputs)
-        timer.stop()
-    backend.synchronize()
+    if observer is not None:
+        observer.arm()
+    try:
+        with torch.set_grad_enabled(grad), tracker.watching(), guard:
+            timer.start()
+            output = model(*inputs)
+            timer.stop()
+        backend.synchronize()
+    finally:
+        seen = observer.disarm() if observer is not None else []
     leaves = flatten_outputs(output)
     storages = {v.untyped_storage().data_ptr() for v in inputs if isinstance(v, torch.Tensor) and v.numel()}
     return leaves, {
         "ok": True,
         "ms": timer.elapsed_ms(),
         "leaves": [_leaf_meta(leaf, storages) for leaf in leaves],
-        "ops": guard.compute_ops,
+        "ops": sorted(set(guard.compute_ops) | set(compute_ops([name for name in seen if name.startswith("aten::")]))),
         "kernel_calls": tracker.calls,
     }
 
@@ -152,10 +164,12 @@ class CandidateSide:
         backend: the target backend (its build hooks, device, synchronization).
         work_dir: the candidate's private directory (module files go here).
         build_root: the content-addressed build cache.
+        observer: the ATen observer below Python (:mod:`kernelgym.backends.aten_observer`), if it could be built.
     """
 
-    def __init__(self, backend: Backend, work_dir: Path, build_root: Path) -> None:
+    def __init__(self, backend: Backend, work_dir: Path, build_root: Path, observer: Any = None) -> None:
         self.backend = backend
+        self.observer = observer
         self.work_dir = work_dir
         self.build_root = build_root
         self.tracker = KernelTracker()
@@ -190,6 +204,12 @@ class CandidateSide:
                                       "message": "Your compiled extension links against functions a native kernel must not use."})
         except BuildError as exc:
             return self._with_builds({"ok": False, "error": "build", "message": str(exc), "log": exc.log})
+        except ModuleNotFoundError as exc:
+            if exc.name in BLOCKED_MODULES:
+                return self._with_builds({"ok": False, "error": "illegal", "rule": "host-array-library",
+                                          "message": f"Your program imports {exc.name}, a host array library.",
+                                          "detail": f"{exc.name} cannot compute outputs here; compute them in your native kernel."})
+            return self._with_builds({"ok": False, "error": "load", "message": f"Loading your program raised {error_line(exc)}"})
         except Exception as exc:
             return self._with_builds({"ok": False, "error": "load", "message": f"Loading your program raised {error_line(exc)}"})
         model_new = getattr(self.module, "ModelNew", None)
@@ -233,7 +253,7 @@ class CandidateSide:
         assert self.model is not None
         self.kept = []
         try:
-            leaves, reply = run_call(self.model, self.inputs, self.backend, self.tracker, training, grad)
+            leaves, reply = run_call(self.model, self.inputs, self.backend, self.tracker, training, grad, self.observer)
         except BuildError as exc:  # JIT backends (Triton) compile at the first launch
             return {"ok": False, "error": "build", "message": str(exc), "log": exc.log}
         except Exception as exc:

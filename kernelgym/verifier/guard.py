@@ -1,6 +1,7 @@
 """Runtime defenses that watch the candidate while it runs (worker side).
 
 Holds:
+    compute_ops: which ATen operator names are compute (not allocation, view or copy).
     AtenGuard: a ``TorchDispatchMode`` recording every ATen compute op dispatched
         during ``ModelNew.forward``, C++ extension callers included.
     GlobalState: a snapshot of process state a candidate could tamper with
@@ -17,7 +18,7 @@ import torch
 import torch._dynamo  # noqa: F401  (its import wraps torch.manual_seed & co.; do it before any snapshot)
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["AtenGuard", "GlobalState", "ALLOWED_ATEN_OPS"]
+__all__ = ["AtenGuard", "GlobalState", "ALLOWED_ATEN_OPS", "compute_ops"]
 
 # Ops that allocate, fill, copy or re-view memory; everything else is compute.
 ALLOWED_ATEN_OPS = frozenset(
@@ -33,6 +34,12 @@ ALLOWED_ATEN_OPS = frozenset(
         "record_stream", "_has_compatible_shallow_copy_type", "set_",
     }
 )
+
+
+def compute_ops(names: list[str]) -> list[str]:
+    """The compute operators among ATen operator names (``aten::mm`` or ``mm``), sorted, without repeats."""
+    short = {name.split("::", 1)[-1].split(".", 1)[0] for name in names if name.startswith("aten::") or "::" not in name}
+    return sorted(op for op in short if op and op not in ALLOWED_ATEN_OPS)
 
 
 class AtenGuard(TorchDispatchMode):
@@ -59,7 +66,7 @@ class AtenGuard(TorchDispatchMode):
     @property
     def compute_ops(self) -> list[str]:
         """Dispatched ops that compute (not allocation, view or copy), sorted."""
-        return sorted(op for op in self.seen if op not in ALLOWED_ATEN_OPS)
+        return compute_ops(list(self.seen))
 
 
 _WATCHED_FUNCTIONS = (

@@ -1,7 +1,7 @@
 # task: level1/1_ReLU
 # expect: illegal
-# rule: decoy-kernel
-# pattern: 4 — static evasion: forward calls an implementation built by a factory; it computes with NumPy, the C++ kernel never runs
+# rule: host-array-library
+# pattern: 4 — static evasion: forward calls an implementation built by a factory; it computes with NumPy, the C++ kernel never runs (NumPy cannot be imported by a candidate)
 import numpy as np
 import torch
 from torch import nn

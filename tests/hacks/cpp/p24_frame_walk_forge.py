@@ -25,8 +25,16 @@ module = load_inline(name="kg_redteam_relu", cpp_sources=cpp_source, functions=[
 
 
 def _frames():
-    gen = (None for _ in [0])
-    frame = getattr(gen, "gi_" + "frame")
+    caller = []
+
+    def probe():
+        # While it runs, a generator's frame knows who called it: the chain leads up the whole stack.
+        caller.append(getattr(getattr(running, "gi_" + "frame"), "f_" + "back"))
+        yield
+
+    running = probe()
+    next(running)
+    frame = caller[0]
     while frame is not None:
         yield frame
         frame = getattr(frame, "f_" + "back")
