@@ -7,7 +7,7 @@ Holds ``LocalExecutor`` (the embedded default) and registers ``ray`` lazily
 from __future__ import annotations
 
 from kernelgym.executor.local import LocalExecutor, WorkerHandle, default_cache_dir
-from kernelgym.verifier.verifier import register_executor
+from kernelgym.executor.front import register_executor
 
 __all__ = ["LocalExecutor", "WorkerHandle", "default_cache_dir"]
 

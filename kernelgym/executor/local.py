@@ -29,7 +29,7 @@ from kernelgym.executor.sandbox import SandboxPolicy, kill_session, scrubbed_env
 from kernelgym.verifier.feedback import compose_feedback
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status
-from kernelgym.verifier.verifier import register_executor
+from kernelgym.executor.front import register_executor
 
 __all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result"]
 

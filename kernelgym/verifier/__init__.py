@@ -12,7 +12,7 @@ from kernelgym.verifier.config import StageTimeouts, VerifierConfig
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import STAGES, EvalResult, StageSeconds, Status, Violation
 from kernelgym.verifier.reward import RewardSpec
-from kernelgym.verifier.verifier import (
+from kernelgym.executor.front import (
     Executor,
     Verifier,
     backend_language,
