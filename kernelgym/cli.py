@@ -61,7 +61,8 @@ def _print_table(result_dict: dict[str, object]) -> None:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from kernelgym.verifier import Verifier, VerifierConfig
+    from kernelgym.executor import Verifier
+    from kernelgym.verifier import VerifierConfig
 
     task = _load_task(args.task, args.suite)
     text = Path(args.candidate).read_text(errors="replace") if args.candidate != "-" else sys.stdin.read()

@@ -82,7 +82,7 @@ def shared_verifier(
     with _LOCK:
         entry = _VERIFIERS.get(backend)
         if entry is None:
-            from kernelgym.verifier import Verifier
+            from kernelgym.executor import Verifier
 
             built = Verifier(
                 backend=backend, executor=executor, config=config, num_workers=num_workers, cache_dir=cache_dir

@@ -18,10 +18,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from kernelgym.backends import backend_language
 from kernelgym.envs.prompt import CODE_CHARSET, build_prompt, sanitize
 from kernelgym.errors import TaskError
+from kernelgym.executor import Verifier
 from kernelgym.tasks import Task, TaskSuite, load_suite
-from kernelgym.verifier import Verifier, backend_language
 from kernelgym.verifier.config import VerifierConfig
 from kernelgym.verifier.result import EvalResult
 

@@ -1,70 +1,30 @@
 """The judge's front door: ``Verifier.evaluate`` and ``evaluate_many``.
 
 Holds:
-    Verifier: runs the static stages (extract, inspect) here, hands the rest to
-        an executor whose workers build, check, time and score in a sandbox.
-    register_executor / make_executor: the executor registry (``local``, ``ray``).
-    backend_language: how answers for a backend must be written (for prompts).
+    Verifier: runs the static stages (extract, inspect) in this process and hands the
+        rest to an executor whose workers build, check, time and score in a sandbox.
+
+The Verifier pairs the verifier's static stages with an executor, so it sits
+above both packages: ``kernelgym.verifier`` never imports ``kernelgym.executor``.
+Also exported as ``kernelgym.Verifier`` and ``kernelgym.executor.Verifier``.
 """
 
 from __future__ import annotations
 
 import random
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from kernelgym.backends import get_backend
-from kernelgym.errors import KernelGymError
+from kernelgym.executor.registry import Executor, PoolSettings, make_executor
 from kernelgym.tasks.task import Task
 from kernelgym.verifier.config import VerifierConfig
-from kernelgym.verifier.feedback import compose_feedback
 from kernelgym.verifier.job import JudgeJob
-from kernelgym.verifier.result import EvalResult, StageSeconds, Status
+from kernelgym.verifier.result import EvalResult
+from kernelgym.verifier.static import run_static_stages
 
-__all__ = ["Verifier", "Executor", "register_executor", "make_executor", "executor_names", "backend_language"]
-
-
-class Executor(Protocol):
-    """Runs worker stages for many jobs; results in the order of the jobs."""
-
-    def run_many(self, jobs: Sequence[JudgeJob]) -> list[EvalResult]: ...
-
-    def close(self) -> None: ...
-
-
-_EXECUTORS: dict[str, Callable[..., Executor]] = {}
-
-
-def register_executor(name: str) -> Callable[[Any], Any]:
-    """Class decorator adding an executor factory under ``name``."""
-
-    def decorate(factory: Any) -> Any:
-        _EXECUTORS[name] = factory
-        return factory
-
-    return decorate
-
-
-def executor_names() -> list[str]:
-    """Registered executor names."""
-    import kernelgym.executor  # noqa: F401  (registers the built-in executors)
-
-    return sorted(_EXECUTORS)
-
-
-def make_executor(name: str, **kwargs: Any) -> Executor:
-    """Instantiate the executor registered as ``name`` (``local`` or ``ray``)."""
-    names = executor_names()
-    if name not in _EXECUTORS:
-        raise KernelGymError(f"unknown executor {name!r}; choose one of: {', '.join(names)}")
-    return _EXECUTORS[name](**kwargs)
-
-
-def backend_language(name: str) -> str:
-    """How answers for backend ``name`` must be written (used in prompts)."""
-    return get_backend(name).language
+__all__ = ["Verifier"]
 
 
 class Verifier:
@@ -104,8 +64,10 @@ class Verifier:
             get_backend(backend).require_available()
         self.config = config or VerifierConfig()
         self._executor_spec = executor
-        self._executor_kwargs = dict(executor_kwargs, backend=backend, num_workers=num_workers, cache_dir=cache_dir,
-                                     memory_limit_gb=self.config.memory_limit_gb)
+        self._settings, self._executor_options = PoolSettings.split(
+            dict(executor_kwargs, backend=backend, num_workers=num_workers, cache_dir=cache_dir,
+                 memory_limit_gb=self.config.memory_limit_gb)
+        )
         self._executor: Executor | None = None if isinstance(executor, str) else executor
         self._rng = random.Random(self.config.seed)
 
@@ -114,7 +76,7 @@ class Verifier:
         """The executor, created on first use (so building a Verifier is cheap)."""
         if self._executor is None:
             assert isinstance(self._executor_spec, str)
-            self._executor = make_executor(self._executor_spec, **self._executor_kwargs)
+            self._executor = make_executor(self._executor_spec, self._settings, **self._executor_options)
         return self._executor
 
     def __enter__(self) -> Verifier:
@@ -130,28 +92,12 @@ class Verifier:
             self._executor = None
 
     def prepare(self, task: Task, text: str) -> EvalResult | JudgeJob:
-        """Run the static stages; return the final result if they fail, else the job for a worker."""
-        from kernelgym.verifier.extract import FormatError, extract_program
-        from kernelgym.verifier.inspect import inspect_program
-
-        start = time.perf_counter()
-        try:
-            code = extract_program(text if isinstance(text, str) else "")
-        except FormatError as exc:
-            seconds = StageSeconds(extract=time.perf_counter() - start)
-            return EvalResult(task.id, self.backend, Status.FORMAT_ERROR, feedback=compose_feedback(Status.FORMAT_ERROR, [str(exc)]), seconds=seconds)
-        extracted = time.perf_counter()
-        violations = inspect_program(code, self.backend, reference=task.source)
-        inspected = time.perf_counter()
-        if violations:
-            seconds = StageSeconds(extract=extracted - start, inspect=inspected - extracted)
-            details = [f"Static analysis found {len(violations)} rule violation(s):"]
-            return EvalResult(
-                task.id, self.backend, Status.ILLEGAL, parsed=True, violations=tuple(violations),
-                feedback=compose_feedback(Status.ILLEGAL, details, violations), seconds=seconds,
-            )
+        """Run the static stages; return the final result if they reject the answer, else the job for a worker."""
+        outcome = run_static_stages(task, text, self.backend)
+        if outcome.rejection is not None:
+            return outcome.rejection
         seeds = tuple(self._rng.randrange(2**31) for _ in range(self.config.trials + 3))
-        return JudgeJob(task, code, self.backend, self.config, seeds, extracted - start, inspected - extracted)
+        return JudgeJob(task, outcome.code, self.backend, self.config, seeds, outcome.seconds.extract, outcome.seconds.inspect)
 
     def evaluate(self, task: Task, text: str) -> EvalResult:
         """Judge one candidate answer (the full text of an LLM response or bare code)."""

@@ -25,11 +25,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from kernelgym.backends import get_backend
+from kernelgym.executor.registry import PoolSettings, register_executor
 from kernelgym.executor.sandbox import SandboxPolicy, kill_session, scrubbed_environment
 from kernelgym.verifier.feedback import compose_feedback
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status
-from kernelgym.executor.front import register_executor
 
 __all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result"]
 
@@ -184,28 +184,26 @@ class LocalExecutor:
     For a GPU backend the default is one worker per visible GPU, each pinned to
     its own GPU; more workers than GPUs share them round-robin.
 
+    Args:
+        settings: backend, workers (default: one per visible GPU, else up to four), cache and
+            worker limits.
+
     Example:
-        >>> ex = LocalExecutor(backend="cpp", num_workers=1)
+        >>> ex = LocalExecutor(PoolSettings(backend="cpp", num_workers=1))
         >>> ex.close()
     """
 
-    def __init__(
-        self,
-        backend: str = "cpp",
-        num_workers: int | None = None,
-        cache_dir: str | Path | None = None,
-        memory_limit_gb: float = 16.0,
-        threads_per_worker: int = 1,
-    ) -> None:
-        self.backend = backend
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    def __init__(self, settings: PoolSettings | None = None) -> None:
+        settings = settings or PoolSettings()
+        self.backend = backend = settings.backend
+        self.cache_dir = Path(settings.cache_dir) if settings.cache_dir is not None else default_cache_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         backend_obj = get_backend(backend)
         devices = backend_obj.device_count()
-        self.num_workers = num_workers or devices or max(1, min(4, os.cpu_count() or 1))
+        self.num_workers = settings.num_workers or devices or max(1, min(4, os.cpu_count() or 1))
         self.policy = SandboxPolicy(
-            memory_gb=memory_limit_gb if backend_obj.address_space_limit_ok else None,
-            threads=threads_per_worker,
+            memory_gb=settings.memory_limit_gb if backend_obj.address_space_limit_ok else None,
+            threads=settings.threads_per_worker,
         )
         self._idle = [
             WorkerHandle(backend, self.cache_dir, self.policy, i % devices if devices else None)
