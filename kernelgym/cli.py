@@ -4,8 +4,8 @@ Holds:
     main: the entry point (``kernelgym = kernelgym.cli:main``).
 
 ``eval`` judges one candidate file against one task; ``tasks`` lists a suite;
-``bench`` runs an agent over a suite (``kernelgym.agents.bench``); ``train``
-launches verl GRPO training on a GPU cluster (``kernelgym.agents.train``).
+``bench`` runs an agent over a suite (``kernelgym.bench.runner``); ``train``
+launches verl GRPO training on a GPU cluster (``kernelgym.training.launcher``).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     ts.set_defaults(func=_tasks)
 
     try:
-        from kernelgym.agents.bench import add_bench_arguments, bench_main
+        from kernelgym.bench.runner import add_bench_arguments, bench_main
     except ImportError:
         pass
     else:
@@ -117,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
         bench.set_defaults(func=bench_main)
 
     try:
-        from kernelgym.agents.train import add_train_arguments, train_main
+        from kernelgym.training.launcher import add_train_arguments, train_main
     except ImportError:
         pass
     else:

@@ -17,9 +17,9 @@ import torch  # noqa: E402
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker  # noqa: E402
 from verl.protocol import DataProto  # noqa: E402
 
-import kernelgym.agents.verl_plugin  # noqa: E402,F401  (registers the agent loop)
-from kernelgym.agents.verl_agent_loop import OUTCOME_FIELD, TrajectoryOutcome  # noqa: E402
-from kernelgym.agents.verl_reward import set_shared_verifier  # noqa: E402
+import kernelgym.training.verl_plugin  # noqa: E402,F401  (registers the agent loop)
+from kernelgym.training.agent_loop import OUTCOME_FIELD, TrajectoryOutcome  # noqa: E402
+from kernelgym.training.reward import set_shared_verifier  # noqa: E402
 from kernelgym.wrappers.prime_echo import prime_echo_rewards  # noqa: E402
 
 from .tiny_lm import LocalGenerateClient, build_tiny_lm, compose_verl_config  # noqa: E402
@@ -44,7 +44,7 @@ def make_worker(model_dir, tmp_path, client, *, max_turns, response_length=2048,
     loops = tmp_path / "agent_loop.yaml"
     loops.write_text(
         "- name: kernelgym\n"
-        "  _target_: kernelgym.agents.verl_agent_loop.KernelGymAgentLoop\n"
+        "  _target_: kernelgym.training.agent_loop.KernelGymAgentLoop\n"
         f"  max_turns: {max_turns}\n  alpha: {ALPHA}\n  gamma: {GAMMA}\n  success_speedup: {success_speedup}\n"
         "  max_feedback_chars: 600\n"
     )

@@ -4,12 +4,12 @@ Holds:
     compute_policy_loss_mirrorpop: the ``mirrorpop`` policy loss (vanilla PPO/GRPO loss with MirrorPop's mask).
     KernelGymAgentLoop: the ``kernelgym`` agent loop (registered by importing it here).
     BufferedDynamicRetrySampler, RetryDataset: the Buffered Dynamic Retry sampler and its dataset
-        (verl selects them by path, ``pkg://kernelgym.agents.verl_sampler``).
+        (verl selects them by path, ``pkg://kernelgym.training.sampler``).
 
 verl imports every ``verl.plugins`` entry point on ``import verl``, in the
 driver and in every Ray worker, and swallows import errors silently; with the
 package not installed (e.g. run from a checkout), set
-``VERL_USE_EXTERNAL_MODULES=kernelgym.agents.verl_plugin`` instead, which fails
+``VERL_USE_EXTERNAL_MODULES=kernelgym.training.verl_plugin`` instead, which fails
 loudly. ``kernelgym train`` sets that variable either way.
 """
 
@@ -20,9 +20,9 @@ from typing import Any
 import torch
 from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla, register_policy_loss
 
-from kernelgym.agents.mirrorpop import mirrorpop_stats, tau_from_env
-from kernelgym.agents.verl_agent_loop import KernelGymAgentLoop
-from kernelgym.agents.verl_sampler import BufferedDynamicRetrySampler, RetryDataset
+from kernelgym.training.agent_loop import KernelGymAgentLoop
+from kernelgym.training.mirrorpop import mirrorpop_stats, tau_from_env
+from kernelgym.training.sampler import BufferedDynamicRetrySampler, RetryDataset
 
 __all__ = ["BufferedDynamicRetrySampler", "KernelGymAgentLoop", "RetryDataset", "compute_policy_loss_mirrorpop"]
 
@@ -43,7 +43,7 @@ def compute_policy_loss_mirrorpop(
     ``old_log_prob``: with ``algorithm.rollout_correction.bypass_mode=true``
     verl's v1 trainer puts the rollout policy's log-probs there, so sequences
     are popped against pi_rollout; otherwise against pi_old. The threshold is
-    ``KERNELGYM_MIRRORPOP_TAU`` (see :func:`~kernelgym.agents.mirrorpop.tau_from_env`).
+    ``KERNELGYM_MIRRORPOP_TAU`` (see :func:`~kernelgym.training.mirrorpop.tau_from_env`).
     Popped sequences get a zero mask, so they add nothing to the loss or its
     gradient; the loss normaliser verl passes in ``config.global_batch_info`` is
     left as it is, as for verl's own rejection sampling in bypass mode.

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kernelgym.agents.metrics import (
+from kernelgym.bench.metrics import (
     Attempt,
     best_attempt,
     fast_p,

@@ -13,7 +13,7 @@ For each response sequence i with response tokens t,
 ``d_i = mean_t | log pi_train(y_t) - log pi_ref(y_t) |``; sequences with
 ``d_i > tau`` are popped from the loss. Deviations in both directions count alike
 ("mirror"), unlike a signed mean of log-ratios where over- and under-estimates
-cancel. The verl policy loss ``mirrorpop`` (``kernelgym.agents.verl_plugin``)
+cancel. The verl policy loss ``mirrorpop`` (``kernelgym.training.verl_plugin``)
 applies this mask on top of verl's vanilla PPO/GRPO loss; this module imports
 nothing from verl.
 """

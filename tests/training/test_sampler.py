@@ -21,15 +21,15 @@ import torch  # noqa: E402
 import transfer_queue as tq  # noqa: E402
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
 
-from kernelgym.agents.train import task_rows  # noqa: E402
-from kernelgym.agents.verl_agent_loop import OUTCOME_FIELD, TrajectoryOutcome  # noqa: E402
-from kernelgym.agents.verl_sampler import (  # noqa: E402
+from kernelgym.errors import KernelGymError  # noqa: E402
+from kernelgym.training.agent_loop import OUTCOME_FIELD, TrajectoryOutcome  # noqa: E402
+from kernelgym.training.launcher import task_rows  # noqa: E402
+from kernelgym.training.sampler import (  # noqa: E402
     BufferedDynamicRetrySampler,
     RetryDataset,
     RetrySettings,
     active_sampler,
 )
-from kernelgym.errors import KernelGymError  # noqa: E402
 from kernelgym.verifier.result import EvalResult  # noqa: E402
 from kernelgym.wrappers.retry import Attempt, RepairTask  # noqa: E402
 

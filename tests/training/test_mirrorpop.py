@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelgym.agents.mirrorpop import (
+from kernelgym.training.mirrorpop import (
     DEFAULT_TAU,
     TAU_ENV_VAR,
     mirrorpop_mask,

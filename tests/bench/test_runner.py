@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from kernelgym.agents.base import AgentError, AgentRequest, BaseAgent, agent_names, make_agent
-from kernelgym.agents.bench import (
+from kernelgym.agents.solutions import SolutionsAgent
+from kernelgym.bench.runner import (
     ATTEMPTS_FILE,
     PLOT_FILES,
     RUN_FILE,
@@ -30,7 +31,6 @@ from kernelgym.agents.bench import (
     read_attempts,
     run_bench,
 )
-from kernelgym.agents.solutions import SolutionsAgent
 from kernelgym.errors import KernelGymError
 from kernelgym.verifier.config import VerifierConfig
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from kernelgym.agents.verl_reward import (
+from kernelgym.errors import TaskError
+from kernelgym.training.reward import (
     ScoreSettings,
     close_shared_verifiers,
     compute_score,
     set_shared_verifier,
     shared_verifier,
 )
-from kernelgym.errors import TaskError
 
 TASK = "level1/1_ReLU"
 INFO = {"task_id": TASK, "suite": "cpu", "backend": "cpp", "split": "train"}

@@ -1,7 +1,7 @@
 """``kernelgym train``: GRPO training of an LLM on kernelgym tasks with verl, on a GPU cluster.
 
 Holds:
-    DEFAULT_CONFIG: the bundled config file (``kernelgym/agents/configs/kernelgym_grpo.yaml``).
+    DEFAULT_CONFIG: the bundled config file (``kernelgym/training/configs/kernelgym_grpo.yaml``).
     PLUGIN_MODULE: the module verl must import in every process (``VERL_USE_EXTERNAL_MODULES``).
     TrainConfig: a config file: the kernelgym settings and the verl overrides.
     TrainPlan: everything a launch needs: the data rows, the agent loop entry, the command, the environment.
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelgym.agents.mirrorpop import DEFAULT_TAU, TAU_ENV_VAR
 from kernelgym.errors import KernelGymError, require_extra
+from kernelgym.training.mirrorpop import DEFAULT_TAU, TAU_ENV_VAR
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -47,9 +47,9 @@ __all__ = [
 ]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "configs" / "kernelgym_grpo.yaml"
-PLUGIN_MODULE = "kernelgym.agents.verl_plugin"
+PLUGIN_MODULE = "kernelgym.training.verl_plugin"
 AGENT_LOOP_NAME = "kernelgym"
-AGENT_LOOP_TARGET = "kernelgym.agents.verl_agent_loop.KernelGymAgentLoop"
+AGENT_LOOP_TARGET = "kernelgym.training.agent_loop.KernelGymAgentLoop"
 DATA_SOURCE_PREFIX = "kernelgym/"
 _RUNTIME_ENV = "+ray_kwargs.ray_init.runtime_env.env_vars."
 _BARE_VALUE = re.compile(r"[\w./:@+\-${}]*")

@@ -9,7 +9,7 @@ Holds:
 
 How the pieces meet. The sampler and the train dataset live in the trainer
 process. When a group of ``rollout.n`` trajectories finishes, the sampler reads
-each trajectory's :class:`~kernelgym.agents.verl_agent_loop.TrajectoryOutcome`.
+each trajectory's :class:`~kernelgym.training.agent_loop.TrajectoryOutcome`.
 A fresh group in which no attempt was legal and correct gives GRPO no signal: its
 most advanced failure (:func:`~kernelgym.wrappers.retry.most_advanced_failure`)
 becomes a :class:`~kernelgym.wrappers.retry.RepairTask` pushed into a
@@ -40,8 +40,8 @@ import torch
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
-from kernelgym.agents.verl_agent_loop import OUTCOME_FIELD, TrajectoryOutcome
 from kernelgym.errors import KernelGymError
+from kernelgym.training.agent_loop import OUTCOME_FIELD, TrajectoryOutcome
 from kernelgym.wrappers.retry import RepairTask, RetryBuffer, most_advanced_failure, repair_prompt
 
 __all__ = ["BufferedDynamicRetrySampler", "RetryDataset", "RetrySettings", "active_sampler", "repair_row"]
@@ -172,7 +172,7 @@ class BufferedDynamicRetrySampler(ReplayBuffer):
 
     verl builds it from ``trainer.v1.sampler``::
 
-        trainer.v1.sampler.custom_sampler.path=pkg://kernelgym.agents.verl_sampler
+        trainer.v1.sampler.custom_sampler.path=pkg://kernelgym.training.sampler
         trainer.v1.sampler.custom_sampler.name=BufferedDynamicRetrySampler
         trainer.v1.sampler.sampler_kwargs={train_batch_size:${data.train_batch_size},mix_ratio:0.25}
 
@@ -310,7 +310,7 @@ class BufferedDynamicRetrySampler(ReplayBuffer):
 class RetryDataset(RLHFDataset):
     """verl's ``RLHFDataset`` whose training rows may be replaced by repair tasks of the active retry sampler.
 
-    Selected with ``data.custom_cls.path=pkg://kernelgym.agents.verl_sampler`` and
+    Selected with ``data.custom_cls.path=pkg://kernelgym.training.sampler`` and
     ``data.custom_cls.name=RetryDataset``. Rows whose ``extra_info.split`` is not
     ``"train"`` (validation rows) are served unchanged.
 

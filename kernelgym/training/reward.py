@@ -15,7 +15,7 @@ imports nothing from verl: ``compute_score`` is a plain function.
 
 Use on the single-turn path::
 
-    reward.custom_reward_function.path=pkg://kernelgym.agents.verl_reward
+    reward.custom_reward_function.path=pkg://kernelgym.training.reward
     reward.custom_reward_function.name=compute_score
 """
 

@@ -13,8 +13,8 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-from kernelgym.agents.mirrorpop import TAU_ENV_VAR  # noqa: E402
-from kernelgym.agents.train import (  # noqa: E402
+from kernelgym.errors import KernelGymError  # noqa: E402
+from kernelgym.training.launcher import (  # noqa: E402
     DEFAULT_CONFIG,
     PLUGIN_MODULE,
     TrainConfig,
@@ -22,7 +22,7 @@ from kernelgym.agents.train import (  # noqa: E402
     plan_training,
     train_main,
 )
-from kernelgym.errors import KernelGymError  # noqa: E402
+from kernelgym.training.mirrorpop import TAU_ENV_VAR  # noqa: E402
 
 CPU = {"suite": "cpu", "backend": "cpp"}
 
@@ -78,7 +78,7 @@ def test_dry_run_writes_the_files_and_prints_the_command(tmp_path, capsys):
     rows = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
     assert rows[0]["reward_model"]["ground_truth"] == rows[0]["extra_info"]["task_id"] == "level1/1_ReLU"
     loops = yaml.safe_load((tmp_path / "agent_loop.yaml").read_text())
-    assert loops[0]["_target_"] == "kernelgym.agents.verl_agent_loop.KernelGymAgentLoop"
+    assert loops[0]["_target_"] == "kernelgym.training.agent_loop.KernelGymAgentLoop"
 
 
 def test_bad_config_files_are_rejected(tmp_path):

@@ -14,7 +14,7 @@ trajectory's reward is the PrimeEcho trajectory reward of the per-turn scores
 ``reward_score`` so verl skips its reward loop.
 
 Needs ``pip install 'kernelgym[verl]'``; verl finds the loop through the
-``verl.plugins`` entry point (``kernelgym.agents.verl_plugin``).
+``verl.plugins`` entry point (``kernelgym.training.verl_plugin``).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from verl.utils.profiler import simple_timer
 
 from kernelgym.agents.base import strip_reasoning
-from kernelgym.agents.verl_reward import ScoreSettings, cached_suite
 from kernelgym.envs.kernel_env import KernelEnv
 from kernelgym.errors import TaskError
+from kernelgym.training.reward import ScoreSettings, cached_suite
 from kernelgym.verifier.result import EvalResult
 from kernelgym.wrappers.prime_echo import prime_echo_rewards
 from kernelgym.wrappers.retry import Attempt, most_advanced_failure
@@ -123,7 +123,7 @@ class KernelGymAgentLoop(AgentLoopBase):
     Example (``agent_loop_config_path`` file)::
 
         - name: kernelgym
-          _target_: kernelgym.agents.verl_agent_loop.KernelGymAgentLoop
+          _target_: kernelgym.training.agent_loop.KernelGymAgentLoop
           max_turns: 4
           alpha: 0.5
           gamma: 0.9

@@ -17,13 +17,13 @@ import torch  # noqa: E402
 from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla, get_policy_loss_fn  # noqa: E402
 from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 
-import kernelgym.agents.verl_plugin  # noqa: E402,F401  (registers the loss)
-from kernelgym.agents.mirrorpop import TAU_ENV_VAR, sequence_deviation  # noqa: E402
+import kernelgym.training.verl_plugin  # noqa: E402,F401  (registers the loss)
+from kernelgym.training.mirrorpop import TAU_ENV_VAR, sequence_deviation  # noqa: E402
 
 from .tiny_lm import compose_verl_config  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGIN = "kernelgym.agents.verl_plugin"
+PLUGIN = "kernelgym.training.verl_plugin"
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-EXPECTED = {"loaded": True, "loss": True, "loop": "kernelgym.agents.verl_agent_loop.KernelGymAgentLoop"}
+EXPECTED = {"loaded": True, "loss": True, "loop": "kernelgym.training.agent_loop.KernelGymAgentLoop"}
 
 
 def test_a_verl_plugins_entry_point_registers_everything_on_import_verl(tmp_path):
@@ -137,4 +137,4 @@ def test_the_installed_package_declares_the_entry_point():
         pytest.skip("kernelgym is not installed (pip install -e .)")
     declared = [ep for ep in dist.entry_points if ep.group == "verl.plugins"]
     assert [ep.value for ep in declared] == [PLUGIN]
-    assert declared[0].load() is kernelgym.agents.verl_plugin
+    assert declared[0].load() is kernelgym.training.verl_plugin

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kernelgym.agents.base import Agent, AgentError, AgentRequest, BaseAgent, Exchange, make_agent
-from kernelgym.agents.metrics import FAST_P_THRESHOLDS, Attempt, BenchMetrics, MetricSet, summarize
+from kernelgym.bench.metrics import FAST_P_THRESHOLDS, Attempt, BenchMetrics, MetricSet, summarize
 from kernelgym.envs.kernel_env import KernelEnv, VerifierLike, make_verifier
 from kernelgym.errors import KernelGymError, MissingExtraError, require_extra
 from kernelgym.tasks import load_suite
@@ -588,7 +588,7 @@ def write_plots(summary: BenchSummary, attempts: Sequence[Attempt], out_dir: str
     from matplotlib.figure import Figure
     from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
 
-    from kernelgym.agents.metrics import best_attempt, group_episodes
+    from kernelgym.bench.metrics import best_attempt, group_episodes
 
     out_dir = Path(out_dir)
     metrics = summary.metrics
