@@ -7,7 +7,8 @@ Holds:
 
 One trajectory is one :class:`~kernelgym.envs.KernelEnv` episode: the model
 answers the prompt, the verifier judges the answer, its feedback is appended as a
-user turn (``response_mask`` 0: the model is not trained on it) and the model
+user turn (:func:`~kernelgym.envs.prompt.repair_message`, as every kernelgym
+conversation does; ``response_mask`` 0: the model is not trained on it) and the model
 repairs, up to ``max_turns`` attempts or until an attempt succeeds. The
 trajectory's reward is the PrimeEcho trajectory reward of the per-turn scores
 (:func:`~kernelgym.wrappers.prime_echo.prime_echo_rewards`), returned as
@@ -29,6 +30,7 @@ from verl.utils.profiler import simple_timer
 
 from kernelgym.agents.base import strip_reasoning
 from kernelgym.envs.kernel_env import KernelEnv
+from kernelgym.envs.prompt import repair_message
 from kernelgym.errors import TaskError
 from kernelgym.training.reward import ScoreSettings, cached_suite
 from kernelgym.verifier.result import EvalResult
@@ -207,7 +209,7 @@ class KernelGymAgentLoop(AgentLoopBase):
             if terminated or truncated:
                 break
             previous = [*messages, {"role": "assistant", "content": text}]
-            messages = [*previous, {"role": "user", "content": obs["feedback"]}]
+            messages = [*previous, {"role": "user", "content": repair_message(obs["feedback"])}]
             merged, grown_mask, grown_logprobs = await self.ct_merge_context_msg(
                 previous, messages, runtime_ids, response_mask, response_logprobs
             )

@@ -63,7 +63,7 @@ class TrainConfig:
         suite: the task suite (``"cpu"``, ``"gpu"``, ``"kernelbench:<dir-or-parquet>[:level]"``).
         backend: the backend answers are written for.
         repeat: rows per task in the train file (raised so that one batch fits).
-        system_prompt: the system message of every row (``None``: the default of ``kernelgym.wrappers.chat``).
+        system_prompt: the system message of every row (``None``: ``kernelgym.envs.prompt.SYSTEM_PROMPT``).
         mirrorpop_tau: MirrorPop's threshold.
         agent_loop: keyword arguments of ``KernelGymAgentLoop``.
         verl: Hydra overrides of verl's ``ppo_trainer`` config, ``{"a.b.c": value}``.
@@ -116,14 +116,14 @@ def task_rows(
         ('level1/1_ReLU', ['system', 'user'])
     """
     from kernelgym.envs.kernel_env import KernelEnv, resolve_suite
-    from kernelgym.wrappers.chat import DEFAULT_SYSTEM_PROMPT, to_messages
+    from kernelgym.envs.prompt import SYSTEM_PROMPT, conversation
 
     tasks = resolve_suite(suite)
     env = KernelEnv(suite=tasks, backend=backend, max_turns=1)
     rows = []
     for task in tasks:
         obs, _ = env.reset(options={"task_id": task.id})
-        messages = to_messages(obs["prompt"], system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT)
+        messages = conversation(obs["prompt"], system_prompt=system_prompt or SYSTEM_PROMPT)
         for _ in range(repeat):
             rows.append(
                 {
