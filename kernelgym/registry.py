@@ -76,6 +76,10 @@ class Registry(Generic[T]):
         """The object registered as ``name``, or ``None``."""
         return self._items.get(name)
 
+    def values(self) -> list[T]:
+        """The registered objects, in registration order."""
+        return list(self._items.values())
+
     def names(self) -> list[str]:
         """The registered names, sorted."""
         return sorted(self._items)
