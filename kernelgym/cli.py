@@ -4,7 +4,7 @@ Holds:
     main: the entry point (``kernelgym = kernelgym.cli:main``).
 
 ``eval`` judges one candidate file against one task; ``tasks`` lists a suite;
-``bench`` runs an agent over a suite (``kernelgym.bench.runner``); ``train``
+``bench`` runs an agent over a suite (``kernelgym.bench``); ``train``
 launches verl GRPO training on a GPU cluster (``kernelgym.training.launcher``).
 """
 
@@ -16,23 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kernelgym.errors import KernelGymError
+from kernelgym.executor.arguments import add_executor_arguments, executor_kwargs
 
 __all__ = ["main"]
-
-
-def _add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--executor", choices=("local", "ray"), default="local", help="where candidates are judged")
-    parser.add_argument("--ray-address", default=None, help="Ray cluster address for --executor ray (default: start a local Ray)")
-    parser.add_argument("--workers", type=int, default=None, help="parallel judge workers")
-    parser.add_argument("--cache-dir", default=None, help="build cache (default $KERNELGYM_CACHE or ~/.cache/kernelgym)")
-
-
-def executor_kwargs(args: argparse.Namespace) -> dict[str, object]:
-    """Verifier keyword arguments for the executor options of ``args``."""
-    kwargs: dict[str, object] = {"executor": args.executor, "num_workers": args.workers, "cache_dir": args.cache_dir}
-    if args.executor == "ray" and args.ray_address:
-        kwargs["ray_address"] = args.ray_address
-    return kwargs
 
 
 def _load_task(spec: str, suite: str):  # noqa: ANN202 (Task; imported lazily)
@@ -100,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--runs", type=int, default=None, help="timed runs (default: the backend's, 20 on a CPU, 100 on a GPU)")
     ev.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(Model)")
     ev.add_argument("--no-timing", action="store_true", help="skip the timing stage")
-    _add_executor_arguments(ev)
+    add_executor_arguments(ev)
     ev.set_defaults(func=_eval)
 
     ts = sub.add_parser("tasks", help="list the tasks of a suite")
@@ -108,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     ts.set_defaults(func=_tasks)
 
     try:
-        from kernelgym.bench.runner import add_bench_arguments, bench_main
+        from kernelgym.bench import add_bench_arguments, bench_main
     except ImportError:
         pass
     else:

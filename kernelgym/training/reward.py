@@ -29,7 +29,7 @@ from functools import lru_cache
 from typing import Any
 
 from kernelgym.agents.base import strip_reasoning
-from kernelgym.envs.kernel_env import VerifierLike
+from kernelgym.envs.kernel_env import LazyVerifier, VerifierLike
 from kernelgym.errors import TaskError
 from kernelgym.tasks.task import TaskSuite
 from kernelgym.verifier.config import VerifierConfig
@@ -46,8 +46,8 @@ __all__ = [
 ]
 
 _LOCK = threading.Lock()
-# backend -> (verifier, built here); only verifiers built here are closed here.
-_VERIFIERS: dict[str, tuple[VerifierLike, bool]] = {}
+# backend -> its verifier; only verifiers built here are closed here.
+_VERIFIERS: dict[str, LazyVerifier] = {}
 
 
 @lru_cache(maxsize=16)
@@ -80,16 +80,14 @@ def shared_verifier(
         BackendUnavailableError: the backend cannot run on this machine.
     """
     with _LOCK:
-        entry = _VERIFIERS.get(backend)
-        if entry is None:
-            from kernelgym.executor import Verifier
-
-            built = Verifier(
-                backend=backend, executor=executor, config=config, num_workers=num_workers, cache_dir=cache_dir
+        handle = _VERIFIERS.get(backend)
+        if handle is None:
+            handle = LazyVerifier(
+                None, backend, executor=executor, config=config, num_workers=num_workers, cache_dir=cache_dir
             )
-            _ = built.executor
-            entry = _VERIFIERS[backend] = (built, True)
-        return entry[0]
+            _ = handle.get().executor  # type: ignore[attr-defined]  (starts the worker pool now, under the lock)
+            _VERIFIERS[backend] = handle
+        return handle.get()
 
 
 def set_shared_verifier(backend: str, verifier: VerifierLike | None) -> None:
@@ -103,19 +101,18 @@ def set_shared_verifier(backend: str, verifier: VerifierLike | None) -> None:
     with _LOCK:
         previous = _VERIFIERS.pop(backend, None)
         if verifier is not None:
-            _VERIFIERS[backend] = (verifier, False)
-    if previous is not None and previous[1] and previous[0] is not verifier:
-        previous[0].close()
+            _VERIFIERS[backend] = LazyVerifier(verifier, backend)
+    if previous is not None and previous.get() is not verifier:
+        previous.close()
 
 
 def close_shared_verifiers() -> None:
     """Forget every shared verifier, closing those built here (also run at interpreter exit)."""
     with _LOCK:
-        entries = list(_VERIFIERS.values())
+        handles = list(_VERIFIERS.values())
         _VERIFIERS.clear()
-    for verifier, owned in entries:
-        if owned:
-            verifier.close()
+    for handle in handles:
+        handle.close()
 
 
 atexit.register(close_shared_verifiers)

@@ -10,7 +10,7 @@ import pytest
 
 from kernelgym.agents.base import AgentError, AgentRequest, Exchange
 from kernelgym.agents.hf_agent import HFAgent
-from kernelgym.bench.runner import SUMMARY_FILE, add_bench_arguments, bench_main
+from kernelgym.bench import SUMMARY_FILE, add_bench_arguments, bench_main
 from kernelgym.tasks import load_suite
 
 transformers = pytest.importorskip("transformers")

@@ -20,7 +20,7 @@ import pytest
 
 from kernelgym.agents.base import AgentError, AgentRequest, BaseAgent, agent_names, make_agent
 from kernelgym.agents.solutions import SolutionsAgent
-from kernelgym.bench.runner import (
+from kernelgym.bench import (
     ATTEMPTS_FILE,
     PLOT_FILES,
     RUN_FILE,
