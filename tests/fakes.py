@@ -2,7 +2,7 @@
 
 Holds:
     judge: the verdict on one answer: its first word is the status (``format_error`` when it is none);
-        ``"ok 2.0"`` sets the speedup (default 1.0).
+        ``"ok 2.0"`` sets the speedup (default 1.0, also when the second word is no number).
     FakeVerifier: a verifier (``evaluate``/``evaluate_many``/``close``) that judges with :func:`judge`
         and records its calls.
 """
@@ -16,6 +16,14 @@ from kernelgym.verifier.reward import RewardSpec
 __all__ = ["FakeVerifier", "judge"]
 
 
+def _speedup(rest: list[str]) -> float:
+    """The speedup an ``ok`` answer names as its second word (1.0 when it names none)."""
+    try:
+        return float(rest[0])
+    except (IndexError, ValueError):
+        return 1.0
+
+
 def judge(task_id: str, text: str, spec: RewardSpec | None = None) -> EvalResult:
     """Judge ``text`` as the status named by its first word (``"ok"``, ``"incorrect"``, ...).
 
@@ -25,7 +33,7 @@ def judge(task_id: str, text: str, spec: RewardSpec | None = None) -> EvalResult
     """
     words = text.split()
     status = Status(words[0]) if words and words[0] in {s.value for s in Status} else Status.FORMAT_ERROR
-    speedup = (float(words[1]) if len(words) > 1 else 1.0) if status is Status.OK else None
+    speedup = _speedup(words[1:]) if status is Status.OK else None
     parsed = status is not Status.FORMAT_ERROR
     legal = parsed and status is not Status.ILLEGAL
     compiled = status in (Status.OK, Status.INCORRECT, Status.RUNTIME_ERROR, Status.TIMEOUT)
