@@ -6,7 +6,7 @@ import importlib.util
 from pathlib import Path
 
 _OPTIONAL = {
-    "verl": ["kernelgym/agents/verl_plugin.py", "kernelgym/agents/verl_agent_loop.py", "kernelgym/agents/verl_sampler.py"],
+    "verl": ["kernelgym/training/verl_plugin.py", "kernelgym/training/agent_loop.py", "kernelgym/training/sampler.py"],
     "ray": ["kernelgym/executor/ray_pool.py"],
     "stable_baselines3": ["examples/sb3_*.py"],
     "transformers": ["kernelgym/agents/hf_agent.py"],

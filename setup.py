@@ -31,7 +31,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["kernelgym", "kernelgym.*"]),
-    package_data={"kernelgym": ["tasks/suites/**/*.py", "tasks/suites/**/*.json", "agents/configs/*.yaml"]},
+    package_data={"kernelgym": ["tasks/suites/**/*.py", "tasks/suites/**/*.json", "training/configs/*.yaml"]},
     include_package_data=True,
     install_requires=[
         "torch>=2.4",
@@ -48,6 +48,6 @@ setup(
     extras_require=EXTRAS,
     entry_points={
         "console_scripts": ["kernelgym=kernelgym.cli:main"],
-        "verl.plugins": ["kernelgym = kernelgym.agents.verl_plugin"],
+        "verl.plugins": ["kernelgym = kernelgym.training.verl_plugin"],
     },
 )

@@ -33,8 +33,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from kernelgym import Verifier  # noqa: E402
 from kernelgym.tasks import load_suite  # noqa: E402
-from kernelgym.verifier import Verifier, VerifierConfig  # noqa: E402
+from kernelgym.verifier import VerifierConfig  # noqa: E402
 from kernelgym.verifier.result import EvalResult  # noqa: E402
 
 

@@ -34,10 +34,11 @@ from typing import Any
 
 import pytest
 
+from kernelgym import Verifier
 from kernelgym.envs import KernelEnv
-from kernelgym.executor import LocalExecutor, default_cache_dir
+from kernelgym.executor import LocalExecutor, PoolSettings, default_cache_dir
 from kernelgym.tasks import Task, load_suite
-from kernelgym.verifier import Verifier, VerifierConfig
+from kernelgym.verifier import VerifierConfig
 from kernelgym.verifier.job import JudgeJob
 
 CONFIG = VerifierConfig(seed=0)
@@ -45,13 +46,13 @@ BATCH = 16
 
 
 def _local(workers: int) -> Callable[[Path], Any]:
-    return lambda cache: LocalExecutor("cpp", num_workers=workers, cache_dir=cache)
+    return lambda cache: LocalExecutor(PoolSettings("cpp", num_workers=workers, cache_dir=cache))
 
 
 def _ray(cache: Path) -> Any:
     from kernelgym.executor.ray_pool import RayExecutor
 
-    return RayExecutor("cpp", num_workers=1, num_builders=1, cache_dir=cache)
+    return RayExecutor(PoolSettings("cpp", num_workers=1, cache_dir=cache), num_builders=1)
 
 
 EXECUTORS = {"serial": _local(1), "local": _local(2), "ray": _ray}
@@ -85,7 +86,7 @@ def pch_only(scratch: Path, tasks: list[Task]) -> Path:
     if existing.is_dir():
         shutil.copytree(existing, path / "builds" / "pch", copy_function=os.link)
     else:
-        executor = LocalExecutor("cpp", num_workers=1, cache_dir=path)
+        executor = LocalExecutor(PoolSettings("cpp", num_workers=1, cache_dir=path))
         _start_workers(executor, tasks[0], 1)  # a fresh worker builds the header
         executor.close()
     return path
@@ -95,7 +96,7 @@ def pch_only(scratch: Path, tasks: list[Task]) -> Path:
 def warm_cache(scratch: Path, pch_only: Path, jobs: list[JudgeJob]) -> Path:
     """A cache in which all 16 candidates are built."""
     path = _fresh_cache(scratch, pch_only, "warm")
-    executor = LocalExecutor("cpp", num_workers=2, cache_dir=path)
+    executor = LocalExecutor(PoolSettings("cpp", num_workers=2, cache_dir=path))
     assert {r.status.value for r in executor.run_many(jobs)} == {"ok"}
     executor.close()
     return path

@@ -20,8 +20,9 @@ import gymnasium as gym
 import pytest
 
 import kernelgym  # noqa: F401  (registers the environments)
+from kernelgym import Verifier
 from kernelgym.envs import KernelEnv, KernelVectorEnv
-from kernelgym.verifier import Verifier, VerifierConfig
+from kernelgym.verifier import VerifierConfig
 
 TASK_IDS = ("level1/1_ReLU", "level1/2_Sigmoid", "level1/3_Tanh", "level1/5_Add")
 CONFIG = VerifierConfig()

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kernelgym.agents import AgentRequest, BaseAgent, register_agent
-from kernelgym.agents.bench import BenchConfig, run_bench
+from kernelgym.bench import BenchConfig, run_bench
 
 
 @register_agent("pytorch-fallback")

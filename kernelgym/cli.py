@@ -3,12 +3,11 @@
 Holds:
     main: the entry point (``kernelgym = kernelgym.cli:main``).
     EXIT_CODES: what each exit status means (printed by ``kernelgym --help``).
-    executor_kwargs: the Verifier keyword arguments of the executor options.
 
 ``eval`` judges one answer against one task, or a folder / JSONL file of many
-answers in one batch (``kernelgym.agents.generations``); ``tasks`` lists a suite;
-``bench`` runs an agent over a suite (``kernelgym.agents.bench``); ``train``
-launches verl GRPO training (``kernelgym.agents.train``); ``cache`` shows or
+answers in one batch (``kernelgym.bench.generations``); ``tasks`` lists a suite;
+``bench`` runs an agent over a suite (``kernelgym.bench``); ``train``
+launches verl GRPO training (``kernelgym.training.launcher``); ``cache`` shows or
 trims the build cache (``kernelgym.backends.cache``). A mistake the user can
 fix ends in one line, ``kernelgym: error: ...``, and exit status 2.
 """
@@ -23,8 +22,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from kernelgym.errors import KernelGymError
+from kernelgym.executor.arguments import add_executor_arguments, executor_kwargs
 
-__all__ = ["EXIT_CODES", "executor_kwargs", "main"]
+__all__ = ["EXIT_CODES", "main"]
 
 EXIT_CODES = (
     (0, "success; for `eval` of one answer: the answer is ok"),
@@ -75,25 +75,6 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
     return value
-
-
-def _add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--executor", choices=("local", "ray"), default="local",
-                        help="where candidates are judged (default: local)")
-    parser.add_argument("--ray-address", default=None,
-                        help="Ray cluster address for --executor ray (default: start a local Ray)")
-    parser.add_argument("--workers", type=_positive_int, default=None,
-                        help="parallel judge workers (default: one per GPU, else up to 4)")
-    parser.add_argument("--cache-dir", default=None,
-                        help="build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
-
-
-def executor_kwargs(args: argparse.Namespace) -> dict[str, object]:
-    """Verifier keyword arguments for the executor options of ``args``."""
-    kwargs: dict[str, object] = {"executor": args.executor, "num_workers": args.workers, "cache_dir": args.cache_dir}
-    if args.executor == "ray" and args.ray_address:
-        kwargs["ray_address"] = args.ray_address
-    return kwargs
 
 
 def _load_task(spec: str, suite: str):  # noqa: ANN202 (Task; imported lazily)
@@ -151,7 +132,8 @@ def _eval(args: argparse.Namespace) -> int:
         )
     task = _load_task(args.task, args.suite)
     text = _read_answer(args.answer)
-    from kernelgym.verifier import Verifier, VerifierConfig
+    from kernelgym.executor import Verifier
+    from kernelgym.verifier import VerifierConfig
 
     config = VerifierConfig(runs=args.runs, compile_baseline=args.compile_baseline, timing=not args.no_timing)
     backend = args.backend or default_backend(args.suite)
@@ -168,8 +150,8 @@ def _eval_many(args: argparse.Namespace) -> int:
     import json
     import re
 
-    from kernelgym.agents.bench import BenchConfig
-    from kernelgym.agents.generations import judge_answers
+    from kernelgym.bench import BenchConfig
+    from kernelgym.bench.generations import judge_answers
     from kernelgym.verifier import VerifierConfig
 
     if args.task is not None:
@@ -244,7 +226,7 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--runs", type=_positive_int, default=None, help="timed runs (default: the backend's, 20 on a CPU, 100 on a GPU)")
     ev.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(Model)")
     ev.add_argument("--no-timing", action="store_true", help="skip the timing stage")
-    _add_executor_arguments(ev)
+    add_executor_arguments(ev)
     many = ev.add_argument_group("many answers")
     many.add_argument("--out", default=None, help="run folder (default: runs/eval/<name of ANSWER>)")
     many.add_argument("--resume", action="store_true", help="continue the run in --out; answers already judged are kept")
@@ -275,8 +257,8 @@ def _add_cache(sub: argparse._SubParsersAction) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from kernelgym.agents.bench import add_bench_arguments, bench_main
-    from kernelgym.agents.train import add_train_arguments, train_main
+    from kernelgym.bench import add_bench_arguments, bench_main
+    from kernelgym.training.launcher import add_train_arguments, train_main
 
     parser = _Parser(
         prog="kernelgym", description=_DESCRIPTION, epilog=_exit_code_text(),

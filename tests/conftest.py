@@ -43,7 +43,8 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def cpu_verifier(cache_dir: Path):  # noqa: ANN201 (Verifier; imported lazily)
     """A cpp-backend verifier with two workers and cheap timing, shared by the session."""
-    from kernelgym.verifier import Verifier, VerifierConfig
+    from kernelgym import Verifier
+    from kernelgym.verifier import VerifierConfig
 
     verifier = Verifier(backend="cpp", num_workers=2, cache_dir=cache_dir, config=VerifierConfig(runs=3, warmup=1))
     yield verifier

@@ -1,9 +1,8 @@
-"""Agents and the agent benchmark.
+"""Agents: the Agent protocol, its request types, the agent registry and the bundled agents.
 
 Holds (from ``kernelgym.agents.base``): the Agent protocol and its request types, the agent
-registry. The benchmark runner lives in ``kernelgym.agents.bench`` (``BenchConfig``,
-``run_bench``) and its metrics in ``kernelgym.agents.metrics``; they are not imported here so
-that ``import kernelgym.agents`` stays light.
+registry. The benchmark runner that drives agents lives in ``kernelgym.bench``; the verl
+training integration in ``kernelgym.training``.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ Holds:
     Agent: the protocol: a ``name`` and ``act(requests) -> answers``.
     BaseAgent: a convenient base class (``close``, context manager).
     AgentError: an agent could not produce answers (endpoint down, bad option, ...).
-    DEFAULT_SYSTEM_PROMPT: the system message chat agents send.
-    chat_messages: an episode so far as OpenAI-style chat messages.
+    DEFAULT_SYSTEM_PROMPT: the system message chat agents send (``kernelgym.envs.prompt.SYSTEM_PROMPT``).
+    chat_messages: an episode so far as OpenAI-style chat messages (``kernelgym.envs.prompt.conversation``).
     strip_reasoning: drop a leading ``<think>...</think>`` block from a model's answer.
     register_agent: class decorator adding an agent to the registry.
     make_agent: build a registered agent (or ``module:Class``) by name with keyword options.
@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from kernelgym.envs.prompt import SYSTEM_PROMPT, conversation
 from kernelgym.errors import KernelGymError
+from kernelgym.registry import Registry
 from kernelgym.tasks.task import Task
 
 __all__ = [
@@ -47,16 +49,7 @@ __all__ = [
     "agent_names",
 ]
 
-DEFAULT_SYSTEM_PROMPT = (
-    "You are an expert in writing high-performance native kernels (CUDA, MUSA, Triton, C++). "
-    "You replace PyTorch operators with your own kernels that compile, give the same results "
-    "and run faster, and you never fall back to PyTorch compute."
-)
-
-_REPAIR_INSTRUCTION = (
-    "Fix every problem above (or, if the answer was correct, make it faster) and output the complete "
-    "new code in one ```python code block."
-)
+DEFAULT_SYSTEM_PROMPT = SYSTEM_PROMPT
 
 
 class AgentError(KernelGymError):
@@ -108,9 +101,9 @@ class AgentRequest:
 def chat_messages(request: AgentRequest, system_prompt: str | None = DEFAULT_SYSTEM_PROMPT) -> list[dict[str, str]]:
     """The episode so far as chat messages: system, the task prompt, then answer/feedback pairs.
 
-    Each earlier attempt becomes an ``assistant`` message and its feedback a
-    ``user`` message asking for a fixed or faster version, so the last message
-    is always the user's.
+    The one conversation format of kernelgym (:func:`kernelgym.envs.prompt.conversation`):
+    each earlier attempt becomes an ``assistant`` message and its feedback a
+    ``user`` message asking for a fixed or faster version.
 
     Example:
         >>> task = Task(id="level1/1_ReLU", name="ReLU", level=1, problem_id=1, source="...")
@@ -118,15 +111,7 @@ def chat_messages(request: AgentRequest, system_prompt: str | None = DEFAULT_SYS
         >>> [m["role"] for m in chat_messages(request)]
         ['system', 'user', 'assistant', 'user']
     """
-    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    messages.append({"role": "user", "content": request.prompt})
-    for exchange in request.history:
-        messages.append({"role": "assistant", "content": exchange.response})
-        feedback = exchange.feedback.strip() or "(no feedback)"
-        messages.append(
-            {"role": "user", "content": f"Your answer was judged. Feedback:\n\n{feedback}\n\n{_REPAIR_INSTRUCTION}"}
-        )
-    return messages
+    return conversation(request.prompt, ((e.response, e.feedback) for e in request.history), system_prompt)
 
 
 _REASONING = re.compile(r"^.*?</think>", re.DOTALL)
@@ -189,11 +174,14 @@ class BaseAgent:
         self.close()
 
 
-_REGISTRY: dict[str, Callable[..., Agent]] = {}
+_REGISTRY: Registry[Callable[..., Agent]] = Registry("agent")
 
 
 def register_agent(name: str) -> Callable[[type], type]:
     """Class decorator registering an agent class under ``name`` (and setting its ``name``).
+
+    Raises:
+        DuplicateNameError: another agent is registered as ``name``.
 
     Example:
         >>> @register_agent("doc-echo")
@@ -206,8 +194,7 @@ def register_agent(name: str) -> Callable[[type], type]:
 
     def decorate(cls: type) -> type:
         cls.name = name
-        _REGISTRY[name] = cls
-        return cls
+        return _REGISTRY.add(name, cls)
 
     return decorate
 
@@ -225,7 +212,7 @@ def agent_names() -> list[str]:
         True
     """
     _load_builtin_agents()
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def _import_spec(spec: str) -> Callable[..., Agent]:
@@ -272,7 +259,7 @@ def make_agent(name: str, **options: Any) -> Agent:
         factory = _import_spec(name)
     else:
         raise AgentError(
-            f"unknown agent {name!r}; choose one of: {', '.join(sorted(_REGISTRY))}, "
+            f"unknown agent {name!r}; choose one of: {', '.join(_REGISTRY.names())}, "
             "or give your own class as 'package.module:Class' or 'path/to/file.py:Class'"
         )
     params = inspect.signature(factory).parameters

@@ -1,6 +1,6 @@
 """Kernel targets: how to build, launch, synchronize and time candidate kernels.
 
-Holds the registry (``get_backend``, ``register_backend``, ``backend_names``) and
+Holds the registry (``get_backend``, ``register_backend``, ``backend_names``, ``backend_language``) and
 the ``Backend`` contract; one module per target: ``cpp``, ``cuda``, ``triton``, ``musa``.
 """
 
@@ -10,9 +10,10 @@ from kernelgym.backends.base import (
     Backend,
     BuildRecord,
     KernelTracker,
+    backend_language,
     backend_names,
     get_backend,
     register_backend,
 )
 
-__all__ = ["Backend", "BuildRecord", "KernelTracker", "backend_names", "get_backend", "register_backend"]
+__all__ = ["Backend", "BuildRecord", "KernelTracker", "backend_language", "backend_names", "get_backend", "register_backend"]

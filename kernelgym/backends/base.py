@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from kernelgym.errors import BackendUnavailableError
+from kernelgym.registry import Registry
 
 __all__ = [
     "KernelTracker", "BuildRecord", "Backend", "HostTimer", "median_and_iqr", "register_backend", "get_backend", "backend_names",
+    "backend_language",
 ]
 
 
@@ -190,11 +192,14 @@ class Backend:
         return HostTimer()
 
 
-_REGISTRY: dict[str, type[Backend]] = {}
+_REGISTRY: Registry[type[Backend]] = Registry("backend")
 
 
 def register_backend(name: str) -> Callable[[type[Backend]], type[Backend]]:
     """Class decorator registering a backend under ``name``.
+
+    Raises:
+        DuplicateNameError: another backend is registered as ``name``.
 
     Example:
         >>> @register_backend("doc-example")
@@ -206,8 +211,7 @@ def register_backend(name: str) -> Callable[[type[Backend]], type[Backend]]:
 
     def decorate(cls: type[Backend]) -> type[Backend]:
         cls.name = name
-        _REGISTRY[name] = cls
-        return cls
+        return _REGISTRY.add(name, cls)
 
     return decorate
 
@@ -220,7 +224,7 @@ def _load_builtin_backends() -> None:
 def backend_names() -> list[str]:
     """Registered backend names, sorted."""
     _load_builtin_backends()
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 _INSTANCES: dict[str, Backend] = {}
@@ -239,8 +243,18 @@ def get_backend(name: str) -> Backend:
         return _INSTANCES[name]
     except KeyError:
         raise BackendUnavailableError(
-            f"unknown backend {name!r}; choose one of: {', '.join(sorted(_REGISTRY))}"
+            f"unknown backend {name!r}; choose one of: {', '.join(_REGISTRY.names())}"
         ) from None
+
+
+def backend_language(name: str) -> str:
+    """How answers for backend ``name`` must be written (used in prompts).
+
+    Example:
+        >>> "C++" in backend_language("cpp")
+        True
+    """
+    return get_backend(name).language
 
 
 def median_and_iqr(values: Sequence[float]) -> tuple[float, float]:

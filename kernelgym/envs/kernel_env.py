@@ -6,22 +6,27 @@ Holds:
     SPEEDUP_CLIP: the speedup entry of ``metrics`` is clipped to this.
     METRIC_NAMES: the entries of the ``metrics`` observation, in order.
     KernelEnv: the Gymnasium environment.
+    VerifierLike: what an env needs from a verifier.
     make_verifier: build the verifier a KernelEnv (or a vector of them) uses.
-    resolve_suite: a suite from its name or object, filtered by level.
+    LazyVerifier: the verifier an env uses: one passed in, or one built on first use and closed with the env.
+    resolve_suite: a suite from its name or object, filtered by level, task ids and count.
+    step_batch: step several KernelEnvs with one verifier batch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from kernelgym.backends import backend_language
 from kernelgym.envs.prompt import CODE_CHARSET, build_prompt, sanitize
 from kernelgym.errors import TaskError
+from kernelgym.executor import Verifier
 from kernelgym.tasks import Task, TaskSuite, load_suite
-from kernelgym.verifier import Verifier, backend_language
 from kernelgym.verifier.config import VerifierConfig
 from kernelgym.verifier.result import EvalResult
 
@@ -31,9 +36,11 @@ __all__ = [
     "METRIC_NAMES",
     "SPEEDUP_CLIP",
     "KernelEnv",
+    "LazyVerifier",
     "VerifierLike",
     "make_verifier",
     "resolve_suite",
+    "step_batch",
 ]
 
 MAX_ACTION_CHARS = 100_000
@@ -79,19 +86,78 @@ def make_verifier(
     )
 
 
-def resolve_suite(suite: str | TaskSuite, level: int | None = None) -> TaskSuite:
-    """Load ``suite`` when given by name, and keep only the tasks of ``level``.
+class LazyVerifier:
+    """The verifier of an env: the one the caller passed in, or one built from settings at first use.
+
+    Only a verifier built here is closed by :meth:`close`; one passed in belongs to the caller.
+    Building is deferred so that constructing an env and resetting it stay cheap.
+
+    Example:
+        >>> handle = LazyVerifier(None, backend="cpp")
+        >>> handle.built
+        False
+        >>> handle.close()
+    """
+
+    def __init__(
+        self,
+        given: VerifierLike | None,
+        backend: str,
+        executor: str = "local",
+        config: VerifierConfig | None = None,
+        num_workers: int | None = None,
+        cache_dir: str | None = None,
+        **executor_kwargs: object,
+    ) -> None:
+        self._verifier = given
+        self._owned = given is None
+        self._settings = dict(
+            backend=backend, executor=executor, config=config, num_workers=num_workers, cache_dir=cache_dir,
+            **executor_kwargs,
+        )
+
+    @property
+    def built(self) -> bool:
+        """Whether a verifier is at hand (passed in, or built already)."""
+        return self._verifier is not None
+
+    def get(self) -> VerifierLike:
+        """The verifier, built now if it was neither passed in nor built before.
+
+        Raises:
+            BackendUnavailableError: the backend cannot run on this machine.
+        """
+        if self._verifier is None:
+            self._verifier = make_verifier(**self._settings)  # type: ignore[arg-type]
+        return self._verifier
+
+    def close(self) -> None:
+        """Close the verifier if it was built here (a passed-in one is left open)."""
+        if self._owned and self._verifier is not None:
+            self._verifier.close()
+            self._verifier = None
+
+
+def resolve_suite(
+    suite: str | TaskSuite, level: int | None = None, *, task_ids: Sequence[str] = (), limit: int | None = None
+) -> TaskSuite:
+    """Load ``suite`` when given by name; keep the tasks of ``level``, then ``task_ids`` (empty: all), then the first ``limit``.
 
     Raises:
-        TaskError: the suite cannot be loaded, or no task is left.
+        TaskError: the suite cannot be loaded, an id names no task, or no task is left.
+
+    Example:
+        >>> resolve_suite("cpu", level=2, limit=1).ids()
+        ['level2/1_Linear_ReLU']
     """
     if isinstance(suite, str):
         suite = load_suite(suite)
-    if level is not None:
-        suite = suite.filter(level=level)
-    if len(suite) == 0:
-        raise TaskError(f"suite {suite.name!r} has no tasks" + (f" at level {level}" if level is not None else ""))
-    return suite
+    chosen = suite.filter(level=level, limit=limit, ids=task_ids)
+    if len(chosen) == 0:
+        filters = [f"level {level}"] if level is not None else []
+        filters += [f"limit {limit}"] if limit is not None else []
+        raise TaskError(f"suite {suite.name!r} has no tasks" + (f" left after the filters ({', '.join(filters)})" if filters else ""))
+    return chosen
 
 
 class KernelEnv(gym.Env[dict[str, Any], str]):
@@ -178,8 +244,7 @@ class KernelEnv(gym.Env[dict[str, Any], str]):
         self.cache_dir = cache_dir
         self.render_mode = render_mode
         self.max_feedback_chars = max_feedback_chars
-        self._verifier = verifier
-        self._owns_verifier = verifier is None
+        self._verifier = LazyVerifier(verifier, backend, executor, verifier_config, num_workers, cache_dir)
         self._language: str | None = None
 
         self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=CODE_CHARSET)
@@ -207,11 +272,7 @@ class KernelEnv(gym.Env[dict[str, Any], str]):
     @property
     def verifier(self) -> VerifierLike:
         """The verifier, built on first use unless one was given."""
-        if self._verifier is None:
-            self._verifier = make_verifier(
-                self.backend, self.executor, self.verifier_config, self.num_workers, self.cache_dir
-            )
-        return self._verifier
+        return self._verifier.get()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         """Start an episode on a task: ``options={"task_id": ...}`` or one drawn with ``self.np_random``.
@@ -282,9 +343,7 @@ class KernelEnv(gym.Env[dict[str, Any], str]):
 
     def close(self) -> None:
         """Close the verifier this env built (one that was passed in is left open)."""
-        if self._owns_verifier and self._verifier is not None:
-            self._verifier.close()
-            self._verifier = None
+        self._verifier.close()
         super().close()
 
     def _observation(self) -> dict[str, Any]:
@@ -306,3 +365,23 @@ class KernelEnv(gym.Env[dict[str, Any], str]):
         else:
             info.update(score=float(self._result.score), status=self._result.status.value, result=self._result.to_dict())
         return info
+
+
+StepTuple = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
+
+
+def step_batch(envs: Sequence[KernelEnv], actions: Sequence[str], verifier: VerifierLike) -> list[tuple[EvalResult, StepTuple]]:
+    """Step each env with its action, judging all the answers as one ``evaluate_many`` batch.
+
+    Returns:
+        For each env, in order: the verifier's result and the env's step tuple.
+
+    Raises:
+        RuntimeError: the verifier returned another number of results than answers.
+        gymnasium.error.ResetNeeded, TypeError: as :meth:`KernelEnv.step`.
+    """
+    pairs = [(env.begin_attempt(action), action) for env, action in zip(envs, actions, strict=True)]
+    results = verifier.evaluate_many(pairs) if pairs else []
+    if len(results) != len(pairs):
+        raise RuntimeError(f"the verifier returned {len(results)} results for {len(pairs)} answers")
+    return [(result, env.finish_attempt(result)) for env, result in zip(envs, results, strict=True)]

@@ -1,16 +1,38 @@
-"""The text an agent reads: the task prompt, and the character set every text obeys.
+"""The text an agent reads: the system prompt, the task prompt, the conversation, and the charset every text obeys.
 
 Holds:
     CODE_CHARSET: printable ASCII plus newline and tab, the charset of actions and text observations.
+    SYSTEM_PROMPT: the one system message of every chat (benchmark agents, chat wrapper, training rows).
     sanitize: map a text into ``CODE_CHARSET`` and cut it to a length, keeping its head and tail.
     build_prompt: the task prompt (reference program, target, ``ModelNew`` contract, anti-fallback rules).
+    repair_message: the user message that hands an attempt's feedback back to the model.
+    conversation: the chat messages of an episode: system, task prompt, then attempt/feedback pairs.
+
+Every conversation kernelgym builds goes through :func:`conversation`, so a model
+trained through kernelgym (``kernelgym.training``) sees exactly the messages it
+is benchmarked with (``kernelgym.bench``, ``kernelgym.agents``) and that the chat
+wrapper (``kernelgym.wrappers.ChatObservation``) shows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kernelgym.tasks.task import Task
 
-__all__ = ["CODE_CHARSET", "build_prompt", "sanitize"]
+__all__ = ["CODE_CHARSET", "SYSTEM_PROMPT", "build_prompt", "conversation", "repair_message", "sanitize"]
+
+SYSTEM_PROMPT = (
+    "You are an expert in writing high-performance native kernels (CUDA, MUSA, Triton, C++). "
+    "You replace PyTorch operators with your own kernels that compile, give the same results "
+    "and run faster, and you never fall back to PyTorch compute. Answer with one complete Python "
+    "program that defines `class ModelNew(nn.Module)`, in a single fenced code block."
+)
+
+_REPAIR_INSTRUCTION = (
+    "Fix every problem above (or, if the answer was correct, make it faster) and output the complete "
+    "new code in one ```python code block."
+)
 
 CODE_CHARSET = "".join(chr(c) for c in range(0x20, 0x7F)) + "\n\t"
 
@@ -93,3 +115,39 @@ Output the complete new code (imports, kernel sources, the code that builds them
 ```python code block. Just output the code, no testing code and no other text.
 """
     return sanitize(text)
+
+
+def repair_message(feedback: str) -> str:
+    """The user message that hands the verifier's ``feedback`` on an attempt back to the model.
+
+    Example:
+        >>> repair_message("Status: incorrect").splitlines()[:3]
+        ['Your answer was judged. Feedback:', '', 'Status: incorrect']
+    """
+    shown = feedback.strip() or "(no feedback)"
+    return f"Your answer was judged. Feedback:\n\n{shown}\n\n{_REPAIR_INSTRUCTION}"
+
+
+def conversation(
+    prompt: str, turns: Iterable[tuple[str, str]] = (), system_prompt: str | None = SYSTEM_PROMPT
+) -> list[dict[str, str]]:
+    """The chat messages of an episode: the system message, the task prompt, then each attempt and its feedback.
+
+    Each earlier attempt becomes an ``assistant`` message and its feedback a ``user``
+    message (:func:`repair_message`), so the last message is always the user's.
+
+    Args:
+        prompt: the task prompt (``obs["prompt"]``).
+        turns: ``(attempt, feedback)`` of the earlier turns, oldest first.
+        system_prompt: the system message (``None`` or ``""``: none).
+
+    Example:
+        >>> [m["role"] for m in conversation("Write ModelNew.", [("attempt 1", "does not compile")])]
+        ['system', 'user', 'assistant', 'user']
+    """
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    messages.append({"role": "user", "content": prompt})
+    for attempt, feedback in turns:
+        messages.append({"role": "assistant", "content": attempt})
+        messages.append({"role": "user", "content": repair_message(feedback)})
+    return messages

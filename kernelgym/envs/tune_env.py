@@ -29,7 +29,7 @@ import numpy as np
 from gymnasium import spaces
 
 from kernelgym.backends import get_backend
-from kernelgym.envs.kernel_env import VerifierLike, make_verifier
+from kernelgym.envs.kernel_env import LazyVerifier, VerifierLike
 from kernelgym.envs.templates import KernelTemplate, get_template, templates_for
 from kernelgym.errors import BackendUnavailableError, TaskError
 from kernelgym.tasks import Task, load_suite
@@ -193,8 +193,7 @@ class KernelTuneEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.num_workers = num_workers
         self.cache_dir = cache_dir
         self.render_mode = render_mode
-        self._verifier = verifier
-        self._owns_verifier = verifier is None
+        self._verifier = LazyVerifier(verifier, backend, executor, verifier_config, num_workers, cache_dir)
         self._dims = _problem_dims(self.task, self.template.dims)
         self._scale = np.array([max(n - 1, 1) for n in self.template.nvec], dtype=np.float32)
 
@@ -222,17 +221,14 @@ class KernelTuneEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         Raises:
             BackendUnavailableError: the backend cannot run here, or its timings mean nothing here.
         """
-        if self._verifier is None:
+        if not self._verifier.built:
             backend = get_backend(self.backend)
             if not backend.timing_meaningful:
                 raise BackendUnavailableError(
                     f"backend {self.backend!r} cannot time kernels on this machine (no GPU: Triton's interpreter), "
                     "so tuning rewards would mean nothing; run kernelgym/Tune-GPU-v0 on a CUDA GPU"
                 )
-            self._verifier = make_verifier(
-                self.backend, self.executor, self.verifier_config, self.num_workers, self.cache_dir
-            )
-        return self._verifier
+        return self._verifier.get()
 
     def prebuild(self) -> list[EvalResult]:
         """Judge every configuration of the grid once, as one batch (builds run in parallel).
@@ -305,9 +301,7 @@ class KernelTuneEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def close(self) -> None:
         """Close the verifier this env built (one that was passed in is left open)."""
-        if self._owns_verifier and self._verifier is not None:
-            self._verifier.close()
-            self._verifier = None
+        self._verifier.close()
         super().close()
 
     def _observation(self) -> dict[str, np.ndarray]:

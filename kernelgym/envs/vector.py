@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
-from kernelgym.envs.kernel_env import KernelEnv, VerifierLike, make_verifier, resolve_suite
+from kernelgym.envs.kernel_env import KernelEnv, LazyVerifier, VerifierLike, resolve_suite, step_batch
 from kernelgym.tasks.task import TaskSuite
 from kernelgym.verifier.config import VerifierConfig
 
@@ -93,8 +93,7 @@ class KernelVectorEnv(VectorEnv):
         self.num_workers = num_workers
         self.cache_dir = cache_dir
         self.render_mode = render_mode
-        self._verifier = verifier
-        self._owns_verifier = verifier is None
+        self._verifier = LazyVerifier(verifier, backend, executor, verifier_config, num_workers, cache_dir)
 
         self.single_action_space = self.envs[0].action_space
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -107,11 +106,7 @@ class KernelVectorEnv(VectorEnv):
     @property
     def verifier(self) -> VerifierLike:
         """The shared verifier, built on first use unless one was given."""
-        if self._verifier is None:
-            self._verifier = make_verifier(
-                self.backend, self.executor, self.verifier_config, self.num_workers, self.cache_dir
-            )
-        return self._verifier
+        return self._verifier.get()
 
     @property
     def np_random_seed(self) -> tuple[int, ...]:
@@ -180,18 +175,14 @@ class KernelVectorEnv(VectorEnv):
         env_infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
 
         attempting = []
-        pairs = []
-        for i, (env, action) in enumerate(zip(self.envs, actions, strict=True)):
+        for i, env in enumerate(self.envs):
             if self._autoreset_envs[i]:
                 self._env_obs[i], env_infos[i] = env.reset()
             else:
-                pairs.append((env.begin_attempt(action), action))
                 attempting.append(i)
-        results = self.verifier.evaluate_many(pairs) if pairs else []
-        if len(results) != len(pairs):
-            raise RuntimeError(f"the verifier returned {len(results)} results for {len(pairs)} answers")
-        for i, result in zip(attempting, results, strict=True):
-            self._env_obs[i], rewards[i], terminations[i], truncations[i], env_infos[i] = self.envs[i].finish_attempt(result)
+        stepped = step_batch([self.envs[i] for i in attempting], [actions[i] for i in attempting], self.verifier)
+        for i, (_, step) in zip(attempting, stepped, strict=True):
+            self._env_obs[i], rewards[i], terminations[i], truncations[i], env_infos[i] = step
 
         infos: dict[str, Any] = {}
         for i, env_info in enumerate(env_infos):
@@ -228,9 +219,7 @@ class KernelVectorEnv(VectorEnv):
         """Close the sub-environments and the verifier this vector built."""
         for env in self.envs:
             env.close()
-        if self._owns_verifier and self._verifier is not None:
-            self._verifier.close()
-            self._verifier = None
+        self._verifier.close()
 
     def _reset_mask(self, mask: np.ndarray | None) -> np.ndarray:
         if mask is None:

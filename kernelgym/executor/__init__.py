@@ -1,19 +1,34 @@
-"""Where candidate code runs: sandboxed worker processes, locally or over Ray.
+"""Where candidate code runs: sandboxed worker processes, locally or over Ray; and the front door above them.
 
-Holds ``LocalExecutor`` (the embedded default) and registers ``ray`` lazily
-(``RayExecutor`` in ``kernelgym.executor.ray_pool``; needs ``pip install 'kernelgym[ray]'``).
+Holds:
+    Verifier: the judge's front door (static stages here, worker stages on an executor).
+    Executor, PoolSettings, register_executor, make_executor, executor_names: the executor
+        contract and registry.
+    LocalExecutor: the embedded default; ``ray`` is registered lazily (``RayExecutor`` in
+        ``kernelgym.executor.ray_pool``; needs ``pip install 'kernelgym[ray]'``).
 """
 
 from __future__ import annotations
 
+from kernelgym.executor.front import Verifier
 from kernelgym.executor.local import LocalExecutor, WorkerHandle, default_cache_dir
-from kernelgym.verifier.verifier import register_executor
+from kernelgym.executor.registry import Executor, PoolSettings, executor_names, make_executor, register_executor
 
-__all__ = ["LocalExecutor", "WorkerHandle", "default_cache_dir"]
+__all__ = [
+    "Executor",
+    "LocalExecutor",
+    "PoolSettings",
+    "Verifier",
+    "WorkerHandle",
+    "default_cache_dir",
+    "executor_names",
+    "make_executor",
+    "register_executor",
+]
 
 
 @register_executor("ray")
-def _make_ray_executor(**kwargs: object) -> object:
+def _make_ray_executor(settings: PoolSettings, **options: object) -> object:
     from kernelgym.executor.ray_pool import RayExecutor
 
-    return RayExecutor(**kwargs)
+    return RayExecutor(settings, **options)

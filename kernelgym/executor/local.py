@@ -27,11 +27,11 @@ from pathlib import Path
 
 from kernelgym.backends import get_backend
 from kernelgym.backends.cache import BuildCache, default_cache_dir
+from kernelgym.executor.registry import PoolSettings, register_executor
 from kernelgym.executor.sandbox import SandboxPolicy, kill_session, scrubbed_environment
 from kernelgym.verifier.feedback import compose_feedback
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status
-from kernelgym.verifier.verifier import register_executor
 
 __all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result", "remove_orphaned_work_dirs"]
 
@@ -235,41 +235,31 @@ class LocalExecutor:
     starts and when it closes.
 
     Args:
-        backend: the target backend.
-        num_workers: judge workers (default: one per GPU, else up to 4).
-        cache_dir: the build cache.
-        memory_limit_gb: address-space limit of a worker (host backends).
-        threads_per_worker: threads of a worker and its candidates.
-        cache_max_gb: the build cache's size cap.
+        settings: backend, judge workers (default: one per visible GPU, else up to four), cache and
+            worker limits.
         build_workers: build-ahead workers (default: half the cores, less the judges, on a GPU
             backend that supports building without a GPU; 0 elsewhere).
+        cache_max_gb: the build cache's size cap.
 
     Example:
-        >>> ex = LocalExecutor(backend="cpp", num_workers=1)
+        >>> ex = LocalExecutor(PoolSettings(backend="cpp", num_workers=1))
         >>> ex.close()
     """
 
-    def __init__(
-        self,
-        backend: str = "cpp",
-        num_workers: int | None = None,
-        cache_dir: str | Path | None = None,
-        memory_limit_gb: float = 16.0,
-        threads_per_worker: int = 1,
-        build_workers: int | None = None,
-        cache_max_gb: float | None = None,
-    ) -> None:
-        self.backend = backend
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    def __init__(self, settings: PoolSettings | None = None, build_workers: int | None = None,
+                 cache_max_gb: float | None = None) -> None:
+        settings = settings or PoolSettings()
+        self.backend = backend = settings.backend
+        self.cache_dir = Path(settings.cache_dir) if settings.cache_dir is not None else default_cache_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.build_cache = BuildCache(self.cache_dir, None if cache_max_gb is None else int(cache_max_gb * 1e9))
         self.build_cache.enforce_cap()
         backend_obj = get_backend(backend)
         devices = backend_obj.device_count()
-        self.num_workers = num_workers or devices or max(1, min(4, os.cpu_count() or 1))
+        self.num_workers = settings.num_workers or devices or max(1, min(4, os.cpu_count() or 1))
         self.policy = SandboxPolicy(
-            memory_gb=memory_limit_gb if backend_obj.address_space_limit_ok else None,
-            threads=threads_per_worker,
+            memory_gb=settings.memory_limit_gb if backend_obj.address_space_limit_ok else None,
+            threads=settings.threads_per_worker,
         )
         judges = [
             WorkerHandle(backend, self.cache_dir, replace(self.policy, cpu=i), i % devices if devices else None)

@@ -24,12 +24,12 @@ import threading
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from kernelgym.backends import get_backend
 from kernelgym.errors import BackendUnavailableError, require_extra
 from kernelgym.executor.local import LocalExecutor, failure_result
+from kernelgym.executor.registry import PoolSettings
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, Status
 
@@ -59,15 +59,12 @@ def _reason(exc: Exception) -> str:
 class _SandboxedWorkerActor:
     """Body of every actor of the pool: one sandboxed worker process on the actor's node.
 
-    ``cache_dir=None`` means the node's default cache (``$KERNELGYM_CACHE`` or
+    ``settings.cache_dir=None`` means the node's default cache (``$KERNELGYM_CACHE`` or
     ``~/.cache/kernelgym`` there).
     """
 
-    def __init__(self, backend: str, cache_dir: str | None, memory_limit_gb: float, threads_per_worker: int) -> None:
-        self._executor = LocalExecutor(
-            backend=backend, num_workers=1, cache_dir=cache_dir,
-            memory_limit_gb=memory_limit_gb, threads_per_worker=threads_per_worker,
-        )
+    def __init__(self, settings: PoolSettings) -> None:
+        self._executor = LocalExecutor(dataclasses.replace(settings, num_workers=1))
 
     def where(self) -> tuple[str, int]:
         """(host name, pid) of the actor process."""
@@ -155,14 +152,10 @@ class RayExecutor:
     (timings aside): ``cache_hit`` and the build seconds are those of the build step.
 
     Args:
-        backend: backend name.
-        num_workers: judge actors (default: the cluster's GPUs for a GPU backend;
-            half its CPUs, at least one, for ``cpp``).
-        cache_dir: build and baseline cache; give a directory on a file system
-            shared by every node for builds to be reused across nodes (default:
-            each node's ``$KERNELGYM_CACHE`` or ``~/.cache/kernelgym``).
-        memory_limit_gb: address-space limit of each sandboxed worker.
-        threads_per_worker: OpenMP/torch threads of each sandboxed worker.
+        settings: backend, judge actors (``num_workers``; default: the cluster's GPUs for a
+            GPU backend, half its CPUs, at least one, for ``cpp``), cache and worker limits;
+            give a ``cache_dir`` on a file system shared by every node for builds to be reused
+            across nodes (default: each node's ``$KERNELGYM_CACHE`` or ``~/.cache/kernelgym``).
         ray_address: the cluster to join when Ray is not initialised yet
             (``"auto"``, ``"ray://head:10001"``, ...; ``None``: ``$RAY_ADDRESS``
             or a new local instance). The executor then shuts Ray down on close.
@@ -179,17 +172,13 @@ class RayExecutor:
         BackendUnavailableError: a GPU backend on a cluster without GPUs.
 
     Example:
-        >>> with_ray = RayExecutor(backend="cpp", num_workers=1, num_builders=1)  # doctest: +SKIP
+        >>> with_ray = RayExecutor(PoolSettings(backend="cpp", num_workers=1), num_builders=1)  # doctest: +SKIP
         >>> with_ray.close()  # doctest: +SKIP
     """
 
     def __init__(
         self,
-        backend: str = "cpp",
-        num_workers: int | None = None,
-        cache_dir: str | Path | None = None,
-        memory_limit_gb: float = 16.0,
-        threads_per_worker: int = 1,
+        settings: PoolSettings | None = None,
         ray_address: str | None = None,
         num_builders: int | None = None,
         max_in_flight: int | None = None,
@@ -197,7 +186,9 @@ class RayExecutor:
         runtime_env: dict[str, Any] | None = None,
     ) -> None:
         self._ray = require_extra("ray", "ray")
-        self.backend = backend
+        settings = settings or PoolSettings()
+        self.backend = backend = settings.backend
+        num_workers = settings.num_workers
         self._owns_ray = not self._ray.is_initialized()
         if self._owns_ray:
             self._ray.init(address=ray_address, runtime_env=runtime_env)
@@ -216,7 +207,8 @@ class RayExecutor:
                 "build actors will wait until it grows", stacklevel=2,
             )
         body = self._ray.remote(_SandboxedWorkerActor)
-        args = (backend, str(cache_dir) if cache_dir is not None else None, memory_limit_gb, threads_per_worker)
+        cache_dir = settings.cache_dir
+        args = (dataclasses.replace(settings, cache_dir=str(cache_dir) if cache_dir is not None else None),)
         self._make = {
             "build": lambda: body.options(num_cpus=1, num_gpus=0).remote(*args),
             "judge": lambda: body.options(num_cpus=1, num_gpus=1 if on_gpu else 0).remote(*args),

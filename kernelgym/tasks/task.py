@@ -7,7 +7,7 @@ Holds:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,7 +109,12 @@ class TaskSuite:
         """Task ids in suite order."""
         return [t.id for t in self.tasks]
 
-    def filter(self, level: int | None = None, limit: int | None = None) -> TaskSuite:
-        """Return the sub-suite of one level and/or its first ``limit`` tasks."""
-        tasks = [t for t in self.tasks if level is None or t.level == level]
+    def filter(self, level: int | None = None, limit: int | None = None, ids: Sequence[str] = ()) -> TaskSuite:
+        """The sub-suite of one level, then of the tasks ``ids`` (in that order; empty: all), then its first ``limit``.
+
+        Raises:
+            TaskError: an id names no task of the level.
+        """
+        suite = TaskSuite(self.name, tuple(t for t in self.tasks if level is None or t.level == level))
+        tasks = [suite[task_id] for task_id in ids] if ids else list(suite.tasks)
         return TaskSuite(self.name, tuple(tasks[:limit] if limit is not None else tasks))

@@ -1,7 +1,7 @@
 """Chat-message views of a KernelEnv episode, for LLM agents.
 
 Holds:
-    DEFAULT_SYSTEM_PROMPT: the system message used unless another is given.
+    DEFAULT_SYSTEM_PROMPT: the system message used unless another is given (``kernelgym.envs.prompt.SYSTEM_PROMPT``).
     to_messages: the chat messages of an episode from its prompt and its (attempt, feedback) turns.
     ChatObservation: a wrapper that keeps the episode's history and puts its messages in ``info``.
 """
@@ -13,14 +13,11 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
+from kernelgym.envs.prompt import SYSTEM_PROMPT, conversation
+
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "ChatObservation", "to_messages"]
 
-DEFAULT_SYSTEM_PROMPT = (
-    "You are an expert performance engineer who writes fast, correct native kernels. "
-    "Answer with one complete Python program that defines `class ModelNew(nn.Module)` with the same "
-    "constructor arguments and outputs as the reference `Model`, computing its forward pass with your own "
-    "kernels rather than PyTorch operators. Put the program in a single fenced code block."
-)
+DEFAULT_SYSTEM_PROMPT = SYSTEM_PROMPT
 
 
 def to_messages(
@@ -28,11 +25,11 @@ def to_messages(
     turns: Sequence[tuple[str, str]] = (),
     system_prompt: str = DEFAULT_SYSTEM_PROMPT,
 ) -> list[dict[str, str]]:
-    """Build the chat messages of an episode.
+    """Build the chat messages of an episode (:func:`kernelgym.envs.prompt.conversation`).
 
     The order is: the system message, the task prompt as a user message, then for
     each previous turn the attempt as an assistant message and the verifier
-    feedback as a user message.
+    feedback as a user message asking for a fix.
 
     Args:
         prompt: the task prompt (``obs["prompt"]``).
@@ -46,11 +43,7 @@ def to_messages(
         >>> [m["role"] for m in to_messages("Write ModelNew.", [("attempt 1", "does not compile")])]
         ['system', 'user', 'assistant', 'user']
     """
-    messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": prompt}]
-    for attempt, feedback in turns:
-        messages.append({"role": "assistant", "content": attempt})
-        messages.append({"role": "user", "content": feedback})
-    return messages
+    return conversation(prompt, turns, system_prompt)
 
 
 class ChatObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kernelgym.agents.base import AgentError, AgentRequest, Exchange
-from kernelgym.agents.bench import SUMMARY_FILE, add_bench_arguments, bench_main
 from kernelgym.agents.hf_agent import HFAgent
+from kernelgym.bench import SUMMARY_FILE, add_bench_arguments, bench_main
 from kernelgym.tasks import load_suite
 
 transformers = pytest.importorskip("transformers")

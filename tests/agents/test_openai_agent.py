@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from kernelgym.agents.base import AgentError, AgentRequest, Exchange, make_agent
-from kernelgym.agents.bench import SUMMARY_FILE, add_bench_arguments, bench_main, read_attempts
 from kernelgym.agents.openai_agent import OpenAIAgent
+from kernelgym.bench import SUMMARY_FILE, add_bench_arguments, bench_main, read_attempts
 from kernelgym.envs.prompt import build_prompt
 from kernelgym.tasks import load_suite
 

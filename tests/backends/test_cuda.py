@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 
+from kernelgym import Verifier
 from kernelgym.backends import Backend, base, get_backend, register_backend
 from kernelgym.backends.cuda import (
     FALLBACK_BANDWIDTH_GBS,
@@ -24,8 +25,7 @@ from kernelgym.backends.cuda import (
     time_rotated,
 )
 from kernelgym.errors import BackendUnavailableError
-from kernelgym.executor import LocalExecutor
-from kernelgym.verifier import Verifier
+from kernelgym.executor import LocalExecutor, PoolSettings
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 
@@ -137,24 +137,24 @@ class TwoGpuBackend(Backend):
 def two_gpu_backend() -> Iterator[str]:
     register_backend("test-two-gpus")(TwoGpuBackend)
     yield "test-two-gpus"
-    base._REGISTRY.pop("test-two-gpus")
+    base._REGISTRY.remove("test-two-gpus")
     base._INSTANCES.pop("test-two-gpus", None)
 
 
 @pytest.mark.usefixtures("two_gpu_backend")
 def test_local_executor_starts_one_pinned_worker_per_gpu(tmp_path: Any) -> None:
-    executor = LocalExecutor(backend="test-two-gpus", cache_dir=tmp_path)
+    executor = LocalExecutor(PoolSettings(backend="test-two-gpus", cache_dir=tmp_path))
     try:
         assert executor.num_workers == 2
         assert sorted(w.device_index for w in executor._idle) == [0, 1]
     finally:
         executor.close()
-    shared = LocalExecutor(backend="test-two-gpus", num_workers=3, cache_dir=tmp_path)
+    shared = LocalExecutor(PoolSettings(backend="test-two-gpus", num_workers=3, cache_dir=tmp_path))
     try:
         assert sorted(w.device_index for w in shared._idle) == [0, 0, 1]
     finally:
         shared.close()
-    cpu = LocalExecutor(backend="cpp", num_workers=1, cache_dir=tmp_path)
+    cpu = LocalExecutor(PoolSettings(backend="cpp", num_workers=1, cache_dir=tmp_path))
     try:
         assert [w.device_index for w in cpu._idle] == [None]
     finally:

@@ -6,11 +6,11 @@ import importlib.util
 
 import pytest
 
-from kernelgym.backends import get_backend
+from kernelgym import Verifier
+from kernelgym.backends import backend_language, get_backend
 from kernelgym.backends.cuda import peak_bandwidth_gbs
 from kernelgym.backends.musa import MUSA_BANDWIDTH_GBS
 from kernelgym.errors import BackendUnavailableError
-from kernelgym.verifier import Verifier, backend_language
 
 no_torch_musa = pytest.mark.skipif(importlib.util.find_spec("torch_musa") is not None, reason="torch_musa is installed")
 

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from kernelgym import Verifier
 from kernelgym.backends import get_backend
 from kernelgym.tasks import Task, load_suite
-from kernelgym.verifier import Verifier, VerifierConfig
+from kernelgym.verifier import VerifierConfig
 from kernelgym.verifier.result import EvalResult
 
 pytest.importorskip("triton")

@@ -8,7 +8,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from kernelgym.envs import KernelEnv, register_envs
-from kernelgym.envs.kernel_env import METRIC_NAMES, SPEEDUP_CLIP
+from kernelgym.envs.kernel_env import METRIC_NAMES, SPEEDUP_CLIP, LazyVerifier, resolve_suite, step_batch
 from kernelgym.envs.prompt import CODE_CHARSET
 from kernelgym.errors import TaskError
 from kernelgym.verifier.result import Status
@@ -204,3 +204,32 @@ def test_kernelbench_env_reads_a_kernelbench_directory(tmp_path):
     _, info = env.reset(seed=0, options={"task_id": "level1/2_Sigmoid"})
     assert info["task_id"] == "level1/2_Sigmoid"
     env.close()
+
+
+def test_lazy_verifier_builds_nothing_until_asked_and_closes_only_what_it_built() -> None:
+    given = FakeVerifier()
+    handle = LazyVerifier(given, backend="cpp")
+    assert handle.built and handle.get() is given
+    handle.close()
+    assert not given.closed
+    own = LazyVerifier(None, backend="cpp")
+    assert not own.built
+    own.close()
+
+
+def test_step_batch_judges_every_answer_in_one_batch() -> None:
+    verifier = FakeVerifier()
+    envs = [KernelEnv(toy_suite(), verifier=verifier, max_turns=2) for _ in range(3)]
+    for env in envs:
+        env.reset(seed=0)
+    stepped = step_batch(envs, ["ok 2.0", "incorrect", "garbage"], verifier)
+    assert verifier.calls == [("evaluate_many", 3)]
+    assert [result.status.value for result, _ in stepped] == ["ok", "incorrect", "format_error"]
+    assert [step[2] for _, step in stepped] == [True, False, False]
+
+
+def test_resolve_suite_filters_by_level_ids_and_limit() -> None:
+    suite = resolve_suite("cpu", level=1, task_ids=("level1/2_Sigmoid", "level1/1_ReLU"), limit=1)
+    assert suite.ids() == ["level1/2_Sigmoid"]
+    with pytest.raises(TaskError, match="no tasks left after the filters"):
+        resolve_suite("cpu", level=99)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kernelgym.backends import backend_language
 from kernelgym.envs.prompt import CODE_CHARSET, build_prompt, sanitize
-from kernelgym.verifier import backend_language
 
 from .fakes import toy_suite
 

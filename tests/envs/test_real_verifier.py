@@ -14,9 +14,10 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AsyncVectorEnv
 
 import kernelgym  # noqa: F401  (registers the environments)
+from kernelgym import Verifier
 from kernelgym.envs import KernelEnv, KernelVectorEnv
 from kernelgym.errors import BackendUnavailableError
-from kernelgym.verifier import RewardSpec, Verifier, VerifierConfig
+from kernelgym.verifier import RewardSpec, VerifierConfig
 
 FAST = VerifierConfig(warmup=1, runs=5, input_sets=2)
 TASK_ID = "level1/1_ReLU"

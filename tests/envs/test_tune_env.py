@@ -195,7 +195,7 @@ def test_registration_and_gpu_env_without_a_gpu():
 
 @pytest.fixture(scope="module")
 def tune_verifier(cache_dir):
-    from kernelgym.verifier import Verifier
+    from kernelgym import Verifier
 
     verifier = Verifier(backend="cpp", num_workers=2, cache_dir=cache_dir, config=TIMING)
     yield verifier

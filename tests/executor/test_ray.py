@@ -11,9 +11,11 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from kernelgym import Verifier  # noqa: E402
+from kernelgym.executor import PoolSettings  # noqa: E402
 from kernelgym.executor.ray_pool import ActorInfo, RayExecutor  # noqa: E402
 from kernelgym.tasks import TaskSuite  # noqa: E402
-from kernelgym.verifier import Verifier, VerifierConfig  # noqa: E402
+from kernelgym.verifier import VerifierConfig  # noqa: E402
 from kernelgym.verifier.config import StageTimeouts  # noqa: E402
 from kernelgym.verifier.job import JudgeJob  # noqa: E402
 from kernelgym.verifier.result import Status  # noqa: E402
@@ -170,7 +172,7 @@ def test_without_build_ahead_and_one_candidate_in_flight_results_keep_their_orde
     pairs = [(relu, relu.solution("cpp")), (sigmoid, relu.solution("cpp")), (relu, relu.solution("cpp"))]
     jobs = [Verifier(backend="cpp", config=VerifierConfig(runs=3, warmup=1)).prepare(t, text) for t, text in pairs]
     assert all(isinstance(job, JudgeJob) for job in jobs)
-    executor = RayExecutor(backend="cpp", num_workers=2, num_builders=0, max_in_flight=1, cache_dir=cache_dir)
+    executor = RayExecutor(PoolSettings(backend="cpp", num_workers=2, cache_dir=cache_dir), num_builders=0, max_in_flight=1)
     try:
         results = executor.run_many(jobs)  # type: ignore[arg-type]
         assert [a.role for a in executor.actors()] == ["judge", "judge"]
@@ -194,7 +196,7 @@ def test_a_judge_actor_killed_mid_evaluation_is_replaced_and_its_candidate_retri
     ray_cluster: None, cache_dir: Path, endless_job: JudgeJob
 ) -> None:
     # Built ahead by the build actor, then judged by the judge actor (as on a GPU cluster).
-    executor = RayExecutor(backend="cpp", num_workers=1, num_builders=1, judges_build_when_idle=False, cache_dir=cache_dir)
+    executor = RayExecutor(PoolSettings(backend="cpp", num_workers=1, cache_dir=cache_dir), num_builders=1, judges_build_when_idle=False)
     try:
         with ThreadPoolExecutor(1) as pool:
             future = pool.submit(executor.run_many, [endless_job])
@@ -215,7 +217,7 @@ def test_a_candidate_whose_actor_dies_twice_is_a_runtime_error_with_the_reason(
     ray_cluster: None, cache_dir: Path, endless_job: JudgeJob
 ) -> None:
     # Built ahead by the build actor, then judged by the judge actor (as on a GPU cluster).
-    executor = RayExecutor(backend="cpp", num_workers=1, num_builders=1, judges_build_when_idle=False, cache_dir=cache_dir)
+    executor = RayExecutor(PoolSettings(backend="cpp", num_workers=1, cache_dir=cache_dir), num_builders=1, judges_build_when_idle=False)
     try:
         with ThreadPoolExecutor(1) as pool:
             future = pool.submit(executor.run_many, [endless_job])
@@ -238,7 +240,7 @@ def test_close_and_ray_shutdown_leave_no_worker_or_actor_process(ray_cluster: No
     relu = cpu_suite["level1/1_ReLU"]
     # Workers of other session-wide verifiers share the cache directory (and so the marker): leave them out.
     others = set(_worker_processes(str(cache_dir)))
-    executor = RayExecutor(backend="cpp", num_workers=1, num_builders=1, cache_dir=cache_dir)
+    executor = RayExecutor(PoolSettings(backend="cpp", num_workers=1, cache_dir=cache_dir), num_builders=1)
     job = Verifier(backend="cpp", config=VerifierConfig(runs=3, warmup=1)).prepare(relu, relu.solution("cpp"))
     assert isinstance(job, JudgeJob)
     assert executor.run_many([job, job])[0].status is Status.OK

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelgym import Verifier
 from kernelgym.tasks import load_suite
-from kernelgym.verifier import StageTimeouts, Verifier, VerifierConfig
+from kernelgym.verifier import StageTimeouts, VerifierConfig
 from kernelgym.verifier.result import EvalResult
 
 pytestmark = pytest.mark.gpu

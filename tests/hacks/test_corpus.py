@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelgym.verifier import Status, Verifier, VerifierConfig
+from kernelgym import Verifier
+
+from kernelgym.verifier import Status, VerifierConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE_OF = {"cpp": "cpu", "cuda": "gpu", "triton": "gpu"}

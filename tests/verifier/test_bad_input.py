@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from kernelgym import Verifier
 from kernelgym.tasks import Task
-from kernelgym.verifier import StageTimeouts, Status, Verifier, VerifierConfig
+
+# One native module with every misbehaviour; each candidate calls one of them,
+from kernelgym.verifier import StageTimeouts, Status, VerifierConfig
 
 # One native module with every misbehaviour; each candidate calls one of them,
 # so the whole file costs a single (cached) build.

@@ -1,10 +1,11 @@
-"""Output comparison and input fingerprints (pure functions, no worker)."""
+"""Output comparison and device-side checksums (pure functions, no worker)."""
 
 from __future__ import annotations
 
 import torch
 
-from kernelgym.verifier.compare import compare_outputs, fingerprint
+from kernelgym.verifier.compare import checksum as fingerprint
+from kernelgym.verifier.compare import compare_outputs
 
 
 def test_fingerprint_handles_scalars_and_detects_changes() -> None:

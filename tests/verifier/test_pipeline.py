@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from kernelgym.verifier import EvalResult, Status, Verifier
+from kernelgym import Verifier
+from kernelgym.verifier import EvalResult, Status
 
 pytestmark = pytest.mark.slow
 

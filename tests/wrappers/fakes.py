@@ -1,8 +1,7 @@
 """Small KernelEnv-shaped fakes for the wrapper tests.
 
 Holds:
-    judge: a scripted verifier whose verdict is the first word of the answer (a Status value).
-    ScriptedVerifier: a verifier for the real KernelEnv (its ``verifier=`` argument) that calls ``judge``.
+    judge, FakeVerifier: re-exported from ``tests.fakes`` (the verdict is the answer's first word).
     ScriptedKernelEnv: a gym.Env with KernelEnv's observation and info layout, judged by ``judge``.
     play: run one episode with a policy and collect its steps.
 """
@@ -19,56 +18,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from kernelgym.tasks.task import Task
-from kernelgym.verifier.result import EvalResult, Status
-from kernelgym.verifier.reward import RewardSpec
+from kernelgym.verifier.result import EvalResult
 
-__all__ = ["ScriptedKernelEnv", "ScriptedVerifier", "Step", "judge", "play"]
+from ..fakes import FakeVerifier, judge
 
-REWARD = RewardSpec()
+__all__ = ["FakeVerifier", "ScriptedKernelEnv", "Step", "judge", "play"]
+
 TEXT = spaces.Text(max_length=2048, min_length=0, charset=string.printable)
-
-
-def judge(task_id: str, text: str) -> EvalResult:
-    """Judge ``text`` as the status named by its first word (``"ok"``, ``"incorrect"``, ...).
-
-    Every later stage fails the way that status implies; the feedback quotes the answer,
-    so tests can tell attempts apart.
-    """
-    first_word = (text.split() or [""])[0]
-    status = Status(first_word) if first_word in {s.value for s in Status} else Status.FORMAT_ERROR
-    parsed = status is not Status.FORMAT_ERROR
-    legal = parsed and status is not Status.ILLEGAL
-    compiled = status in (Status.OK, Status.INCORRECT, Status.RUNTIME_ERROR, Status.TIMEOUT)
-    correct = status is Status.OK
-    speedup = 1.0 if correct else None
-    score = REWARD.score(status, compiled=compiled, correct=correct, speedup=speedup, timing_meaningful=True)
-    return EvalResult(
-        task_id=task_id,
-        backend="fake",
-        status=status,
-        parsed=parsed,
-        legal=legal,
-        compiled=compiled,
-        correct=correct,
-        speedup_eager=speedup,
-        timing_meaningful=True,
-        feedback=f"[{status.value}] verifier feedback on: {text}",
-        score=score,
-    )
-
-
-class ScriptedVerifier:
-    """Judges answers with :func:`judge`, so a real KernelEnv runs without compiling anything."""
-
-    def evaluate(self, task: Task, text: str) -> EvalResult:
-        return judge(task.id, text)
-
-    def evaluate_many(self, pairs: list[tuple[Task, str]]) -> list[EvalResult]:
-        return [self.evaluate(task, text) for task, text in pairs]
-
-    def close(self) -> None:
-        pass
 
 
 class ScriptedKernelEnv(gym.Env):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kernelgym.envs.prompt import repair_message
 from kernelgym.wrappers.chat import DEFAULT_SYSTEM_PROMPT, ChatObservation, to_messages
 from kernelgym.wrappers.retry import BufferedDynamicRetry
 
@@ -14,9 +15,9 @@ def test_to_messages_orders_system_task_then_attempts_and_feedback():
         {"role": "system", "content": "be good"},
         {"role": "user", "content": "the task"},
         {"role": "assistant", "content": "try 1"},
-        {"role": "user", "content": "fb 1"},
+        {"role": "user", "content": repair_message("fb 1")},
         {"role": "assistant", "content": "try 2"},
-        {"role": "user", "content": "fb 2"},
+        {"role": "user", "content": repair_message("fb 2")},
     ]
 
 
@@ -29,7 +30,7 @@ def test_wrapper_puts_the_conversation_so_far_in_info_and_leaves_obs_alone():
     last = steps[-1].info["messages"]
     assert last[1]["content"] == "Write ModelNew for task level1/1_A."
     assert [m["content"] for m in last[2::2]] == answers
-    assert [m["content"] for m in last[3::2]] == [judge("level1/1_A", a).feedback for a in answers]
+    assert [m["content"] for m in last[3::2]] == [repair_message(judge("level1/1_A", a).feedback) for a in answers]
     assert env.messages == last
 
 

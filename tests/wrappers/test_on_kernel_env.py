@@ -14,7 +14,7 @@ from kernelgym.wrappers import (
 )
 from kernelgym.wrappers.retry import PREVIOUS_ATTEMPT_HEADER
 
-from .fakes import ScriptedVerifier, play
+from .fakes import FakeVerifier, play
 
 
 def policy(obs, turn) -> str:
@@ -25,7 +25,7 @@ def policy(obs, turn) -> str:
 
 def test_stacked_wrappers_on_kernel_env(tmp_path):
     path = tmp_path / "episodes.jsonl"
-    env = KernelEnv(suite="cpu", verifier=ScriptedVerifier(), max_turns=2)
+    env = KernelEnv(suite="cpu", verifier=FakeVerifier(), max_turns=2)
     env = BufferedDynamicRetry(env, group_size=2, mix_ratio=1.0)
     env = RecordEpisodes(ChatObservation(PrimeEcho(env, alpha=0.5, gamma=0.9)), path)
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from kernelgym.errors import KernelGymError, TaskError
+from kernelgym.registry import Registry
 
 __all__ = ["KernelTemplate", "TemplateParam", "get_template", "register_template", "templates_for"]
 
@@ -148,13 +149,20 @@ class KernelTemplate:
         return string.Template(self.source).substitute(filled)
 
 
-_TEMPLATES: dict[tuple[str, str], KernelTemplate] = {}
+_TEMPLATES: Registry[KernelTemplate] = Registry("tuning template")
+
+
+def _template_key(task_id: str, backend: str) -> str:
+    return f"{backend}:{task_id}"
 
 
 def register_template(template: KernelTemplate) -> KernelTemplate:
-    """Add ``template`` to the registry (keyed by task id and backend) and return it."""
-    _TEMPLATES[(template.task_id, template.backend)] = template
-    return template
+    """Add ``template`` to the registry (keyed by task id and backend) and return it.
+
+    Raises:
+        DuplicateNameError: another template is registered for that task and backend.
+    """
+    return _TEMPLATES.add(_template_key(template.task_id, template.backend), template)
 
 
 def _load_builtin_templates() -> None:
@@ -170,7 +178,7 @@ def templates_for(backend: str) -> list[KernelTemplate]:
         ['level1/14_Small_Matmul']
     """
     _load_builtin_templates()
-    return [t for (_, b), t in _TEMPLATES.items() if b == backend]
+    return [t for t in _TEMPLATES.values() if t.backend == backend]
 
 
 def get_template(task_id: str, backend: str) -> KernelTemplate:
@@ -180,8 +188,8 @@ def get_template(task_id: str, backend: str) -> KernelTemplate:
         TaskError: no template is registered for that task and backend.
     """
     _load_builtin_templates()
-    try:
-        return _TEMPLATES[(task_id, backend)]
-    except KeyError:
+    template = _TEMPLATES.get(_template_key(task_id, backend))
+    if template is None:
         known = ", ".join(t.task_id for t in templates_for(backend)) or "none"
-        raise TaskError(f"no {backend!r} tuning template for task {task_id!r} (templates exist for: {known})") from None
+        raise TaskError(f"no {backend!r} tuning template for task {task_id!r} (templates exist for: {known})")
+    return template

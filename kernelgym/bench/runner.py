@@ -1,0 +1,281 @@
+"""The agent benchmark: run an agent over a suite, k samples per task, up to T turns each.
+
+Holds:
+    run_bench: run (or resume) a benchmark and write its files.
+
+The settings and the summary are in ``kernelgym.bench.config``, the run folder in
+``kernelgym.bench.runs``, the figures in ``kernelgym.bench.plots``, the command
+line in ``kernelgym.bench.cli``.
+
+Each episode is a :class:`~kernelgym.envs.KernelEnv` episode on one task. The
+runner advances up to ``batch_size`` episodes together: it asks the agent for
+all their next answers in one ``act`` call, hands the answers to the shared
+verifier as one ``evaluate_many`` batch, and feeds each result back to its env
+(``begin_attempt`` / ``finish_attempt``, as the vector env does). Every attempt
+is appended to ``attempts.jsonl`` as soon as it is judged, so ``--resume``
+replays the recorded attempts into fresh envs and continues each episode where
+it stopped, without asking or judging anything twice.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, Any
+
+from kernelgym.agents.base import Agent, AgentError, AgentRequest, BaseAgent, Exchange, make_agent
+from kernelgym.bench.config import BenchConfig, BenchSummary
+from kernelgym.bench.metrics import (
+    Attempt,
+    summarize,
+)
+from kernelgym.bench.plots import write_plots
+from kernelgym.bench.runs import (
+    ATTEMPTS_FILE,
+    RUN_FILE,
+    SUMMARY_FILE,
+    attempt_record,
+    episode_records,
+    prepare_out_dir,
+    read_attempts,
+    run_settings,
+)
+from kernelgym.envs.kernel_env import KernelEnv, LazyVerifier, VerifierLike, resolve_suite, step_batch
+from kernelgym.errors import MissingExtraError
+from kernelgym.tasks import default_backend
+from kernelgym.tasks.task import Task, TaskSuite
+from kernelgym.verifier.result import EvalResult
+
+__all__ = ["run_bench", "Progress", "batches", "write_summary"]
+
+
+def _request_seed(run_seed: int, task_id: str, sample: int, turn: int) -> int:
+    # crc32, not hash(): the same on every run and every machine.
+    return zlib.crc32(f"{run_seed}:{task_id}:{sample}:{turn}".encode()) & 0x7FFFFFFF
+
+
+@dataclass
+class _Episode:
+    """One (task, sample) episode: its env, the latest observation and the exchanges so far."""
+
+    task: Task
+    sample: int
+    env: KernelEnv
+    observation: dict[str, Any]
+    history: list[Exchange]
+    done: bool = False
+    passed: bool = False
+
+
+class Progress:
+    """Episodes (or answers) finished, on stderr: tqdm when installed, else a plain counter."""
+
+    def __init__(self, total: int, done: int, passed: int, enabled: bool, label: str) -> None:
+        self.total, self.done, self.passed, self.enabled, self.label = total, done, passed, enabled, label
+        self._bar = None
+        if enabled:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                self._print()
+            else:
+                self._bar = tqdm(total=total, initial=done, desc=label, unit="episode", file=sys.stderr)
+                self._bar.set_postfix(passed=passed)
+
+    def stage(self, text: str) -> None:
+        """Say what the run is doing now (asking the agent, judging answers)."""
+        if self._bar is not None:
+            self._bar.set_description_str(f"{self.label} [{text}]")
+
+    def advance(self, passed: bool) -> None:
+        self.done += 1
+        self.passed += passed
+        if self._bar is not None:
+            self._bar.update(1)
+            self._bar.set_postfix(passed=self.passed)
+        elif self.enabled:
+            self._print()
+
+    def _print(self) -> None:
+        end = "\n" if self.done == self.total else ""
+        print(f"\r{self.label}: {self.done}/{self.total} episodes, {self.passed} passed", end=end, file=sys.stderr)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def _start_episode(
+    task: Task, sample: int, prior: Sequence[Mapping[str, Any]], make_env: Callable[[], KernelEnv]
+) -> _Episode:
+    """A fresh env for the episode, with its recorded attempts replayed (nothing is judged again)."""
+    env = make_env()
+    observation, _ = env.reset(options={"task_id": task.id})
+    episode = _Episode(task, sample, env, observation, [])
+    for record in prior:
+        env.begin_attempt(record["response"])
+        observation, _, terminated, truncated, _ = env.finish_attempt(EvalResult.from_dict(dict(record)))
+        episode.observation = observation
+        episode.history.append(Exchange(record["response"], observation["feedback"]))
+        episode.done = terminated or truncated
+        episode.passed = episode.passed or record.get("status") == "ok"
+    return episode
+
+
+def _advance(
+    episodes: list[_Episode],
+    agent: Agent,
+    verifier: VerifierLike,
+    backend: str,
+    run_seed: int,
+    sink: IO[str],
+    progress: Progress,
+) -> None:
+    """Play the episodes to their end, one agent call and one verifier batch per turn."""
+    active = [e for e in episodes if not e.done]
+    while active:
+        requests = []
+        for episode in active:
+            turn = int(episode.observation["turn"]) + 1
+            requests.append(
+                AgentRequest(
+                    task=episode.task,
+                    backend=backend,
+                    prompt=episode.observation["prompt"],
+                    history=tuple(episode.history),
+                    sample=episode.sample,
+                    turn=turn,
+                    seed=_request_seed(run_seed, episode.task.id, episode.sample, turn),
+                )
+            )
+        progress.stage(f"asking the agent for {len(requests)} answers")
+        answers = agent.act(requests)
+        if len(answers) != len(requests) or not all(isinstance(a, str) for a in answers):
+            raise AgentError(f"agent {agent.name!r} returned {len(answers)} answers for {len(requests)} requests")
+        progress.stage(f"judging {len(answers)} answers")
+        stepped = step_batch([episode.env for episode in active], answers, verifier)
+        for episode, request, answer, (result, step) in zip(active, requests, answers, stepped, strict=True):
+            observation, _, terminated, truncated, _ = step
+            record = attempt_record(episode.task, episode.sample, request.turn, answer, result, terminated, truncated)
+            sink.write(json.dumps(record) + "\n")
+            sink.flush()
+            episode.observation = observation
+            episode.history.append(Exchange(answer, observation["feedback"]))
+            episode.passed = episode.passed or result.ok
+            if terminated or truncated:
+                episode.done = True
+                progress.advance(episode.passed)
+        active = [e for e in active if not e.done]
+
+
+def batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    """``items`` in consecutive slices of at most ``size``."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def run_bench(config: BenchConfig, *, agent: Agent | None = None, verifier: VerifierLike | None = None) -> BenchSummary:
+    """Run (or resume) a benchmark; write ``attempts.jsonl``, ``run.json``, ``summary.json`` and the plots.
+
+    Args:
+        config: the run's settings.
+        agent: an agent object to use instead of building ``config.agent`` (left open).
+        verifier: a verifier to share instead of building one (left open).
+
+    Returns:
+        The summary of every finished episode of the selected tasks.
+
+    Raises:
+        KernelGymError: bad settings, a run folder in the way, or a resume with other settings.
+        AgentError: the agent failed.
+
+    Example:
+        >>> import tempfile
+        >>> config = BenchConfig(suite="cpu", agent="random", limit=1, out_dir=tempfile.mkdtemp(),
+        ...                      agent_options={"modes": ["garbage"]}, plots=False, progress=False)
+        >>> summary = run_bench(config)
+        >>> summary.metrics.best_turn.pass_at_1, summary.attempts
+        (0.0, 1)
+    """
+    suite = resolve_suite(config.suite, config.level, task_ids=config.task_ids, limit=config.limit)
+    backend = config.backend or default_backend(config.suite)
+    own_agent = agent is None
+    agent = agent if agent is not None else make_agent(config.agent, **config.agent_options)
+    extra = {"ray_address": config.ray_address} if config.executor == "ray" and config.ray_address else {}
+    handle = LazyVerifier(verifier, backend, config.executor, config.verifier, config.num_workers, config.cache_dir, **extra)
+    out = Path(config.out_dir)
+    try:
+        prior = episode_records(prepare_out_dir(out, run_settings(config, agent.name, backend, suite), config))
+        verifier = handle.get()
+
+        def make_env() -> KernelEnv:
+            return KernelEnv(
+                suite,
+                backend=backend,
+                max_turns=config.turns,
+                success_speedup=config.success_speedup,
+                verifier=verifier,
+                max_feedback_chars=config.max_feedback_chars,
+            )
+
+        keys = [(task, sample) for task in suite for sample in range(config.k)]
+        recorded = [prior.get((task.id, sample), []) for task, sample in keys]
+        pending = [key for key, records in zip(keys, recorded, strict=True) if not (records and records[-1]["final"])]
+        passed = sum(any(r["status"] == "ok" for r in records) for records in recorded if records and records[-1]["final"])
+        progress = Progress(len(keys), len(keys) - len(pending), passed, config.progress, f"bench {agent.name}")
+        try:
+            with (out / ATTEMPTS_FILE).open("a", encoding="utf-8") as sink:
+                for batch in batches(pending, config.batch_size):
+                    episodes = [_start_episode(t, s, prior.get((t.id, s), []), make_env) for t, s in batch]
+                    try:
+                        _advance(episodes, agent, verifier, backend, config.seed, sink, progress)
+                    finally:
+                        for episode in episodes:
+                            episode.env.close()
+        finally:
+            progress.close()
+    finally:
+        handle.close()
+        if own_agent and isinstance(agent, BaseAgent):
+            agent.close()
+    return write_summary(config, agent.name, backend, suite, out)
+
+
+def write_summary(config: BenchConfig, agent_name: str, backend: str, suite: TaskSuite, out: Path) -> BenchSummary:
+    """Summarize the attempts in ``out`` (metrics, files) and write ``summary.json`` and the plots."""
+    levels = {task.id: task.level for task in suite}
+    records = [r for r in read_attempts(out / ATTEMPTS_FILE) if r["task_id"] in levels and r["sample"] < config.k]
+    attempts = [Attempt.from_dict(r) for r in records]
+    metrics = summarize(
+        attempts, levels, config.k, config.turns, config.verifier.faster_threshold, config.fast_p_thresholds
+    )
+    episodes = sum(1 for r in records if r.get("final"))
+    summary = BenchSummary(
+        suite=config.suite,
+        agent=agent_name,
+        backend=backend,
+        k=config.k,
+        turns=config.turns,
+        task_ids=tuple(suite.ids()),
+        episodes=episodes,
+        attempts=len(records),
+        complete=episodes == len(suite) * config.k,
+        device=next((r["device"] for r in records if r.get("device")), ""),
+        timing_meaningful=any(r.get("timing_meaningful") for r in records),
+        metrics=metrics,
+        out_dir=str(out),
+    )
+    files = [ATTEMPTS_FILE, RUN_FILE, SUMMARY_FILE]
+    if config.plots:
+        try:
+            files.extend(p.name for p in write_plots(summary, attempts, out))
+        except MissingExtraError as exc:
+            warnings.warn(f"plots skipped: {exc}", stacklevel=2)
+    summary = replace(summary, files=tuple(files))
+    (out / SUMMARY_FILE).write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return summary

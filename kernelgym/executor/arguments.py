@@ -1,0 +1,43 @@
+"""The command-line options that choose an executor, shared by every ``kernelgym`` command that judges.
+
+Holds:
+    add_executor_arguments: add ``--executor``, ``--ray-address``, ``--workers``, ``--cache-dir``.
+    executor_kwargs: the Verifier keyword arguments those options stand for.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kernelgym.executor.registry import executor_names
+
+__all__ = ["add_executor_arguments", "executor_kwargs"]
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """Add the executor options to ``parser`` (or to an argument group).
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_executor_arguments(parser)
+        >>> executor_kwargs(parser.parse_args(["--workers", "2"]))
+        {'executor': 'local', 'num_workers': 2, 'cache_dir': None}
+    """
+    parser.add_argument("--executor", choices=executor_names(), default="local",
+                        help="where candidates are judged (default: local)")
+    parser.add_argument("--ray-address", default=None,
+                        help="Ray cluster address for --executor ray (default: $RAY_ADDRESS or a local Ray)")
+    parser.add_argument("--workers", type=int, default=None, help="parallel judge workers (default: the executor's)")
+    parser.add_argument("--cache-dir", default=None, help="build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
+
+
+def executor_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """Verifier keyword arguments (``executor``, ``num_workers``, ``cache_dir``, ``ray_address``) for parsed options.
+
+    ``ray_address`` is passed only to the Ray executor, and only when given.
+    """
+    kwargs: dict[str, Any] = {"executor": args.executor, "num_workers": args.workers, "cache_dir": args.cache_dir}
+    if args.executor == "ray" and args.ray_address:
+        kwargs["ray_address"] = args.ray_address
+    return kwargs

@@ -1,0 +1,111 @@
+"""The judge's front door: ``Verifier.evaluate`` and ``evaluate_many``.
+
+Holds:
+    Verifier: runs the static stages (extract, inspect) in this process and hands the
+        rest to an executor whose workers build, check, time and score in a sandbox.
+
+The Verifier pairs the verifier's static stages with an executor, so it sits
+above both packages: ``kernelgym.verifier`` never imports ``kernelgym.executor``.
+Also exported as ``kernelgym.Verifier`` and ``kernelgym.executor.Verifier``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kernelgym.backends import get_backend
+from kernelgym.executor.registry import Executor, PoolSettings, make_executor
+from kernelgym.tasks.task import Task
+from kernelgym.verifier.config import VerifierConfig
+from kernelgym.verifier.job import JudgeJob
+from kernelgym.verifier.result import EvalResult
+from kernelgym.verifier.static import run_static_stages
+
+__all__ = ["Verifier"]
+
+
+class Verifier:
+    """Judge candidate programs against tasks.
+
+    Args:
+        backend: the target (``cpp``, ``cuda``, ``triton``, ``musa``).
+        executor: ``"local"`` (default, sandboxed processes here), ``"ray"``, or an executor object.
+        config: strictness, timing and reward settings.
+        num_workers: parallel workers of a named executor.
+        cache_dir: build and baseline cache (default ``$KERNELGYM_CACHE`` or ``~/.cache/kernelgym``).
+        **executor_kwargs: passed to a named executor's constructor.
+
+    Raises:
+        BackendUnavailableError: the backend cannot run on this machine (local executor; the Ray
+            executor raises it when the cluster cannot run it).
+
+    Example:
+        >>> from kernelgym.tasks import load_suite
+        >>> task = load_suite("cpu")["level1/1_ReLU"]
+        >>> with Verifier(backend="cpp") as verifier:
+        ...     verifier.evaluate(task, "no code here").status.value
+        'format_error'
+    """
+
+    def __init__(
+        self,
+        backend: str = "cpp",
+        executor: str | Executor = "local",
+        config: VerifierConfig | None = None,
+        num_workers: int | None = None,
+        cache_dir: str | Path | None = None,
+        **executor_kwargs: Any,
+    ) -> None:
+        self.backend = backend
+        if executor == "local":  # remote executors check where the candidates will actually run
+            get_backend(backend).require_available()
+        self.config = config or VerifierConfig()
+        self._executor_spec = executor
+        self._settings, self._executor_options = PoolSettings.split(
+            dict(executor_kwargs, backend=backend, num_workers=num_workers, cache_dir=cache_dir,
+                 memory_limit_gb=self.config.memory_limit_gb)
+        )
+        self._executor: Executor | None = None if isinstance(executor, str) else executor
+        self._rng = random.Random(self.config.seed)
+
+    @property
+    def executor(self) -> Executor:
+        """The executor, created on first use (so building a Verifier is cheap)."""
+        if self._executor is None:
+            assert isinstance(self._executor_spec, str)
+            self._executor = make_executor(self._executor_spec, self._settings, **self._executor_options)
+        return self._executor
+
+    def __enter__(self) -> Verifier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the executor's workers (an executor passed in by the caller is closed too)."""
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
+
+    def prepare(self, task: Task, text: str) -> EvalResult | JudgeJob:
+        """Run the static stages; return the final result if they reject the answer, else the job for a worker."""
+        outcome = run_static_stages(task, text, self.backend)
+        if outcome.rejection is not None:
+            return outcome.rejection
+        seeds = tuple(self._rng.randrange(2**31) for _ in range(self.config.trials + 3))
+        return JudgeJob(task, outcome.code, self.backend, self.config, seeds, outcome.seconds.extract, outcome.seconds.inspect)
+
+    def evaluate(self, task: Task, text: str) -> EvalResult:
+        """Judge one candidate answer (the full text of an LLM response or bare code)."""
+        return self.evaluate_many([(task, text)])[0]
+
+    def evaluate_many(self, pairs: Iterable[tuple[Task, str]]) -> list[EvalResult]:
+        """Judge many answers; the executor runs the worker stages in parallel."""
+        prepared = [self.prepare(task, text) for task, text in pairs]
+        jobs = [p for p in prepared if isinstance(p, JudgeJob)]
+        judged = iter(self.executor.run_many(jobs) if jobs else [])
+        return [next(judged) if isinstance(p, JudgeJob) else p for p in prepared]

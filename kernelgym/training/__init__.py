@@ -1,0 +1,14 @@
+"""Training an LLM policy on kernelgym tasks with verl.
+
+Holds nothing itself (verl is an optional extra, imported by the modules that need it); the modules:
+    verl_plugin: everything registered with verl (``verl.plugins`` entry point).
+    agent_loop: the multi-turn ``kernelgym`` agent loop, rewarded with PrimeEcho.
+    sampler: the Buffered Dynamic Retry sampler and its dataset.
+    reward: ``compute_score`` for the single-turn path, and the per-process shared verifiers.
+    mirrorpop: the MirrorPop sequence filter (no verl needed).
+    launcher: ``kernelgym train`` (data rows, Hydra overrides, the verl command).
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

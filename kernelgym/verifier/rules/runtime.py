@@ -1,0 +1,90 @@
+"""The runtime rules: what the worker sees while it checks a candidate, as registered rules and their violations.
+
+Holds one function per runtime rule, each returning the
+:class:`~kernelgym.verifier.result.Violation` the worker reports:
+    aten_fallback, decoy_kernel, input_mutation, global_state_changed: guards around ``forward``.
+    output_violation: a wrong or illegal output, named by its cause (``wrong-output``,
+        ``output-not-plain-tensor``, ``output-aliases-input``, ``stale-output``,
+        ``shape-variant-mismatch``, ``mode-mismatch``).
+    inherits_model: ``Model`` found in ``ModelNew``'s MRO (the static rule of that id, seen at run time).
+
+The static rules cannot see these (an op reached through a computed name, a
+kernel defined but never launched, an answer that depends on call history), so
+the worker checks them by running the candidate in its sandbox.
+"""
+
+from __future__ import annotations
+
+from kernelgym.verifier.result import Violation
+from kernelgym.verifier.rules.catalogue import rule
+
+__all__ = [
+    "aten_fallback",
+    "decoy_kernel",
+    "global_state_changed",
+    "inherits_model",
+    "input_mutation",
+    "output_violation",
+]
+
+
+def _runtime(rule_id: str, message: str) -> Violation:
+    return Violation(rule_id, 0, message, "runtime")
+
+
+@rule("aten-fallback", "ATen compute ops were dispatched during forward (the runtime fallback guard)", stage="runtime")
+def aten_fallback(ops: str) -> Violation:
+    """``ops`` (``"aten.add, aten.mul"``) computed part of the answer during ``forward``."""
+    return _runtime("aten-fallback", f"ATen compute ops dispatched during forward: {ops}. Implement them in your kernel.")
+
+
+@rule("decoy-kernel", "no native kernel ran during forward (a kernel defined but never launched)", stage="runtime")
+def decoy_kernel() -> Violation:
+    """``forward`` ran no kernel of the candidate's own."""
+    return _runtime("decoy-kernel", "forward must call your compiled kernel; defining it is not enough.")
+
+
+@rule("input-mutation", "forward wrote to its inputs", stage="runtime")
+def input_mutation() -> Violation:
+    """``forward`` changed its inputs in place."""
+    return _runtime("input-mutation", "forward must not write to its inputs; write results to new tensors.")
+
+
+@rule("global-state-changed", "process-wide state changed (thread count, timers, torch function identity, "
+      "backend flags)", stage="runtime")
+def global_state_changed(changes: list[str]) -> Violation:
+    """The candidate changed process-wide state (``changes``: one phrase per change)."""
+    return _runtime("global-state-changed", "; ".join(changes))
+
+
+def inherits_model() -> Violation:
+    """``Model`` is in ``ModelNew``'s MRO (the static ``inherits-model`` rule, caught at run time)."""
+    return _runtime("inherits-model", "ModelNew must not inherit from Model; subclass nn.Module.")
+
+
+@rule("wrong-output", "an output differs from the reference (values, shape, dtype, device, NaN/inf)", stage="runtime")
+@rule("output-not-plain-tensor", "an output is not a plain torch.Tensor", stage="runtime")
+@rule("output-aliases-input", "an output shares memory with an input", stage="runtime")
+@rule("stale-output", "an output replays an earlier call's (post-timing re-check, fresh inputs, caches, "
+      "batch-and-skip)", stage="runtime")
+@rule("shape-variant-mismatch", "an output is wrong on a shape variant of the task", stage="runtime")
+@rule("mode-mismatch", "an output is right in one mode only (train/eval, grad/no-grad)", stage="runtime")
+def output_violation(rule_id: str, message: str) -> Violation:
+    """A wrong or illegal output, named by ``rule_id`` (one of the output rules above).
+
+    Raises:
+        ValueError: ``rule_id`` is not an output rule.
+
+    Example:
+        >>> output_violation("wrong-output", "output 0 has shape (2,), expected (3,)").where
+        'runtime'
+    """
+    if rule_id not in _OUTPUT_RULES:
+        raise ValueError(f"{rule_id!r} is not an output rule; choose one of {sorted(_OUTPUT_RULES)}")
+    return _runtime(rule_id, message)
+
+
+_OUTPUT_RULES = frozenset(
+    ("wrong-output", "output-not-plain-tensor", "output-aliases-input", "stale-output", "shape-variant-mismatch",
+     "mode-mismatch")
+)

@@ -1,0 +1,67 @@
+"""The static stages, run in the caller's process: extract the program, then inspect it.
+
+Holds:
+    StaticOutcome: what the static stages concluded about one answer.
+    run_static_stages: extract and inspect one answer.
+
+Neither stage runs candidate code: extraction parses text and inspection walks
+syntax trees, so both are safe (and cheap) outside the sandbox.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from kernelgym.tasks.task import Task
+from kernelgym.verifier.extract import FormatError, extract_program
+from kernelgym.verifier.feedback import compose_feedback
+from kernelgym.verifier.inspect import inspect_program
+from kernelgym.verifier.result import EvalResult, StageSeconds, Status
+
+__all__ = ["StaticOutcome", "run_static_stages"]
+
+
+@dataclass(frozen=True)
+class StaticOutcome:
+    """What the static stages concluded about one answer.
+
+    Attributes:
+        code: the extracted program ("" when extraction failed).
+        seconds: time spent extracting and inspecting.
+        rejection: the final result when a static stage rejected the answer
+            (``format_error`` or ``illegal``); ``None`` when it goes on to the worker stages.
+    """
+
+    code: str
+    seconds: StageSeconds
+    rejection: EvalResult | None = None
+
+
+def run_static_stages(task: Task, text: str, backend: str) -> StaticOutcome:
+    """Extract the program from ``text`` and inspect it against the rules for ``backend``.
+
+    Example:
+        >>> from kernelgym.tasks import load_suite
+        >>> task = load_suite("cpu")["level1/1_ReLU"]
+        >>> run_static_stages(task, "no code here", "cpp").rejection.status.value
+        'format_error'
+    """
+    start = time.perf_counter()
+    try:
+        code = extract_program(text if isinstance(text, str) else "")
+    except FormatError as exc:
+        seconds = StageSeconds(extract=time.perf_counter() - start)
+        feedback = compose_feedback(Status.FORMAT_ERROR, [str(exc)])
+        return StaticOutcome("", seconds, EvalResult(task.id, backend, Status.FORMAT_ERROR, feedback=feedback, seconds=seconds))
+    extracted = time.perf_counter()
+    violations = inspect_program(code, backend, reference=task.source)
+    seconds = StageSeconds(extract=extracted - start, inspect=time.perf_counter() - extracted)
+    if not violations:
+        return StaticOutcome(code, seconds)
+    details = [f"Static analysis found {len(violations)} rule violation(s):"]
+    rejection = EvalResult(
+        task.id, backend, Status.ILLEGAL, parsed=True, violations=tuple(violations),
+        feedback=compose_feedback(Status.ILLEGAL, details, violations), seconds=seconds,
+    )
+    return StaticOutcome(code, seconds, rejection)
