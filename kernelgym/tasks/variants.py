@@ -146,6 +146,7 @@ class _TaskConstants:
     # -- variants ---------------------------------------------------------------------------
 
     def variants(self, max_elements: int) -> tuple[dict[str, Any], ...]:
+        """All-sizes-odd, all-sizes-uneven and batch-only proposals that fit, without duplicates."""
         if "get_inputs" not in self.functions:
             return ()
         reached = self.read_by(["get_inputs", "get_init_inputs"])
