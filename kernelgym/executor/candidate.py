@@ -17,6 +17,7 @@ never touches a GPU, so each forked candidate creates its own device context.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import gc
 import io
 import json
@@ -43,6 +44,8 @@ from kernelgym.verifier.channel import CandidateCrash, CandidateProtocolError, C
 __all__ = ["CandidateProcess", "main"]
 
 _MAX_REPLY_BYTES = 16 * 1024**2
+_FATAL_SIGNALS = (("Segmentation fault", "SIGSEGV"), ("Aborted", "SIGABRT"), ("Bus error", "SIGBUS"),
+                  ("Floating-point exception", "SIGFPE"), ("Floating point exception", "SIGFPE"), ("Illegal instruction", "SIGILL"))
 _WATCHED_LIMITS = ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC", "RLIMIT_CORE", "RLIMIT_NOFILE", "RLIMIT_STACK", "RLIMIT_CPU")
 
 
@@ -125,8 +128,11 @@ class CandidateProcess:
 
     def _crash_reason(self) -> str:
         log = self.dir / "candidate.log"
-        tail = log.read_bytes()[-1500:].decode(errors="replace").strip() if log.exists() else ""
-        return "the process ended" + (f"; last output:\n{tail}" if tail else "")
+        text = log.read_bytes()[-65536:].decode(errors="replace") if log.exists() else ""
+        # The candidate's fault handler names the fatal signal in its log (it is the factory's child, not ours to wait for).
+        fatal = next((f"killed by signal {name}" for cue, name in _FATAL_SIGNALS if f"Fatal Python error: {cue}" in text), None)
+        tail = text.split("\nExtension modules:")[0][-1500:].strip()
+        return (fatal or "the process ended") + (f"; last output:\n{tail}" if tail else "")
 
     def cpu_seconds(self) -> float:
         """CPU time its main thread has run so far (``/proc/<pid>/schedstat``; waiting for a CPU does not count)."""
@@ -236,6 +242,9 @@ def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPo
     """In a freshly forked child: become a confined candidate process and serve one answer."""
     from kernelgym.verifier.candidate_side import BLOCKED_MODULES, CandidateSide
 
+    # The factory ignores SIGCHLD (the kernel reaps its children); a candidate must not, or every
+    # compiler it runs would look successful to subprocess (ECHILD reads as exit status 0).
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
     die_with_parent()
     directory = Path(spec["dir"])
@@ -243,6 +252,7 @@ def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPo
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
+    faulthandler.enable()  # a fatal signal is named in the log
     os.environ.update(HOME=str(directory), TMPDIR=str(directory))
     os.chdir(directory)
     if spec.get("cpus"):

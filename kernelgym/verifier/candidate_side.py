@@ -104,6 +104,11 @@ def _unwrap(value: Any) -> Any:
     return value
 
 
+def _forbidden(exc: ForbiddenSymbolsError) -> dict[str, Any]:
+    return {"ok": False, "error": "illegal", "rule": exc.rule, "detail": str(exc),
+            "message": "Your compiled extension links against functions a native kernel must not use."}
+
+
 def _leaf_meta(leaf: Any, input_storages: set[int]) -> dict[str, Any]:
     if isinstance(leaf, torch.Tensor):
         plain = type(leaf) is torch.Tensor
@@ -200,8 +205,7 @@ class CandidateSide:
             with self.backend.build_hooks(self.build_root, self.tracker, self.builds):
                 self.module = _load_module("candidate", code, self.work_dir)
         except ForbiddenSymbolsError as exc:
-            return self._with_builds({"ok": False, "error": "illegal", "rule": exc.rule, "detail": str(exc),
-                                      "message": "Your compiled extension links against functions a native kernel must not use."})
+            return self._with_builds(_forbidden(exc))
         except BuildError as exc:
             return self._with_builds({"ok": False, "error": "build", "message": str(exc), "log": exc.log})
         except ModuleNotFoundError as exc:
@@ -223,6 +227,8 @@ class CandidateSide:
         torch.manual_seed(seed)
         try:
             self.model = self.module.ModelNew(*init_inputs)
+        except ForbiddenSymbolsError as exc:
+            return _forbidden(exc)
         except Exception as exc:
             return {"ok": False, "error": "runtime", "message": f"ModelNew(*get_init_inputs()) raised {error_line(exc)}"}
         return self.cmd_state(state)
@@ -254,6 +260,8 @@ class CandidateSide:
         self.kept = []
         try:
             leaves, reply = run_call(self.model, self.inputs, self.backend, self.tracker, training, grad, self.observer)
+        except ForbiddenSymbolsError as exc:
+            return _forbidden(exc)
         except BuildError as exc:  # JIT backends (Triton) compile at the first launch
             return {"ok": False, "error": "build", "message": str(exc), "log": exc.log}
         except Exception as exc:

@@ -94,6 +94,18 @@ def _build_verdict(message: str, log: str) -> Verdict:
     return Verdict(Status.COMPILE_ERROR, ["\n".join(lines[1:]), f"({message})"], lead=lines[0])
 
 
+def _require_ok(reply: dict[str, Any]) -> None:
+    """Turn a failed request into its verdict: a compile error, a refused build, a format error, or a runtime error."""
+    if reply.get("ok"):
+        return
+    error, message = reply.get("error"), str(reply.get("message", ""))
+    if error == "build":
+        raise _build_verdict(message, str(reply.get("log", "")))
+    if error == "illegal":
+        raise illegal_verdict(message, str(reply.get("rule", "forbidden-native-symbol")), str(reply.get("detail", message)))
+    raise Verdict(Status.FORMAT_ERROR if error == "format" else Status.RUNTIME_ERROR, [message])
+
+
 class Harness:
     """The reference, the candidate's process and the stage clock, for one job."""
 
@@ -166,13 +178,7 @@ class Harness:
             raise Verdict(Status.RUNTIME_ERROR, [f"Task error in {task.id}: {type(exc).__name__}: {exc}"]) from None
         reply = self.ask("load", self.job.code)
         self.builds = [BuildRecord(str(k), float(s), bool(h)) for k, s, h in reply.get("builds", [])]
-        if not reply.get("ok"):
-            error, message = reply.get("error"), str(reply.get("message", ""))
-            if error == "build":
-                raise _build_verdict(message, str(reply.get("log", "")))
-            if error == "illegal":
-                raise illegal_verdict(message, str(reply.get("rule", "forbidden-native-symbol")), str(reply.get("detail", message)))
-            raise Verdict(Status.FORMAT_ERROR if error == "format" else Status.RUNTIME_ERROR, [message])
+        _require_ok(reply)
         if "Model" in reply.get("mro", []):
             raise illegal_verdict("ModelNew derives from the reference Model.", "inherits-model", "ModelNew must not inherit from Model; subclass nn.Module.")
         self.observe_state(reply, "while loading")
@@ -203,8 +209,7 @@ class Harness:
         torch.manual_seed(seed)
         reference = self.reference.Model(*init_inputs).to(self.device)
         reply = self.ask("construct", seed, init_inputs, _host_state(reference))
-        if not reply.get("ok"):
-            raise Verdict(Status.RUNTIME_ERROR, [str(reply.get("message"))])
+        _require_ok(reply)
         self.observe_state(reply, "while building ModelNew")
         return reference
 
@@ -221,8 +226,7 @@ class Harness:
                 if name.endswith("running_var"):
                     value.abs_().add_(1e-3)
         reply = self.ask("state", _host_state(reference))
-        if not reply.get("ok"):
-            raise Verdict(Status.RUNTIME_ERROR, [str(reply.get("message"))])
+        _require_ok(reply)
         return True
 
     def reference_call(self, reference: torch.nn.Module, inputs: list[Any], training: bool, grad: bool) -> Any:
@@ -252,8 +256,7 @@ class Harness:
                 remote_outputs.append(None)
         self.local_outputs = outputs
         reply = self.ask("bind", remote_inputs, remote_outputs)
-        if not reply.get("ok"):
-            raise Verdict(Status.RUNTIME_ERROR, [str(reply.get("message"))])
+        _require_ok(reply)
         self.bound = signature
 
     def call(self, inputs: list[Any], training: bool, grad: bool) -> tuple[dict[str, Any], float]:
@@ -267,10 +270,7 @@ class Harness:
                 dst.copy_(src)
         self.backend.synchronize()
         reply, own = self.measured("call", training, grad)
-        if not reply.get("ok"):
-            if reply.get("error") == "build":
-                raise _build_verdict(str(reply.get("message")), str(reply.get("log", "")))
-            raise Verdict(Status.RUNTIME_ERROR, [str(reply.get("message"))])
+        _require_ok(reply)
         ops = [str(op) for op in reply.get("ops", [])]
         if ops:
             listed = ", ".join(f"aten.{op}" for op in ops[:12])
@@ -301,8 +301,7 @@ class Harness:
         if mismatch is not None:
             return mismatch, []
         fetched = self.ask("fetch")
-        if not fetched.get("ok"):
-            raise Verdict(Status.RUNTIME_ERROR, [str(fetched.get("message"))])
+        _require_ok(fetched)
         leaves = [buffer if buffer is not None else meta.get("value") for buffer, meta in zip(self.local_outputs, reply["leaves"], strict=True)]
         return None, leaves
 

@@ -25,8 +25,6 @@ from torch.utils.cpp_extension import load_inline
 
 cpp_source = r"""
 #include <torch/extension.h>
-#include <unistd.h>
-#include <csignal>
 torch::Tensor relu(torch::Tensor x) {
     auto out = torch::empty_like(x);
     const float* a = x.data_ptr<float>();
@@ -44,24 +42,12 @@ torch::Tensor crash(torch::Tensor x) {
     *nowhere = 1;
     return x;
 }
-torch::Tensor quit(torch::Tensor x) {
-    _exit(0);
-    return x;
-}
-torch::Tensor spawn_sleepers(torch::Tensor x) {
-    for (int i = 0; i < 20; ++i) {
-        if (syscall(57) == 0) { for (;;) pause(); }
-    }
-    volatile int forever = 1;
-    while (forever) {}
-    return x;
-}
 """
 
 module = load_inline(
     name="evil",
     cpp_sources=cpp_source,
-    functions=["relu", "spin", "crash", "quit", "spawn_sleepers"],
+    functions=["relu", "spin", "crash"],
     extra_cflags=["-O3", "-fopenmp"],
 )
 
@@ -92,15 +78,16 @@ def relu(cpu_suite) -> Task:
     return cpu_suite["level1/1_ReLU"]
 
 
-def _kernelgym_workers() -> list[int]:
+def _kernelgym_processes(module: bytes = b"kernelgym.executor.worker") -> list[int]:
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+                alive = Path(f"/proc/{entry}/stat").read_text().split()[2] != "Z"
             except OSError:
                 continue
-            if b"kernelgym.executor.worker" in cmdline and Path(f"/proc/{entry}/stat").read_text().split()[2] != "Z":
+            if module in cmdline and alive:
                 pids.append(int(entry))
     return pids
 
@@ -148,11 +135,17 @@ def test_segfault_is_a_runtime_error(strict_verifier: Verifier, relu: Task) -> N
     assert "SIGSEGV" in result.feedback
 
 
+PROCESS_MODULE = EVIL_MODULE.replace(
+    "torch::Tensor relu(", "#include <unistd.h>\ntorch::Tensor quit(torch::Tensor x) { _exit(0); return x; }\n"
+    "torch::Tensor spawn(torch::Tensor x) { if (syscall(57) == 0) { for (;;) pause(); } return x; }\ntorch::Tensor relu(",
+).replace('functions=["relu", "spin", "crash"]', 'functions=["relu", "spin", "crash", "quit", "spawn"]').replace('name="evil"', 'name="evil_process"')
+
+
 @pytest.mark.slow
-def test_exit_in_forward_is_a_runtime_error(strict_verifier: Verifier, relu: Task) -> None:
-    result = strict_verifier.evaluate(relu, candidate("return module.quit(x)"))
-    assert result.status is Status.RUNTIME_ERROR
-    assert "exited with code 0" in result.feedback
+def test_exit_or_fork_from_native_code_is_refused_before_it_runs(strict_verifier: Verifier, relu: Task) -> None:
+    result = strict_verifier.evaluate(relu, PROCESS_MODULE.replace("{body}", "return module.quit(x)"))
+    assert result.status is Status.ILLEGAL
+    assert "[forbidden-native-symbol]" in result.feedback and "`_exit`" in result.feedback and "`syscall`" in result.feedback
 
 
 def test_python_exit_is_illegal(strict_verifier: Verifier, relu: Task) -> None:
@@ -169,11 +162,13 @@ def test_huge_allocation_is_a_runtime_error(strict_verifier: Verifier, relu: Tas
 
 
 @pytest.mark.slow
-def test_forked_processes_are_killed(strict_verifier: Verifier, relu: Task) -> None:
-    before = set(_kernelgym_workers())
-    result = strict_verifier.evaluate(relu, candidate("return module.spawn_sleepers(x)"))
+def test_a_timed_out_candidate_leaves_no_process(strict_verifier: Verifier, relu: Task) -> None:
+    strict_verifier.evaluate(relu, candidate("return module.relu(x)"))  # the worker, its factory and a spare are up
+    before = len(_kernelgym_processes(b"kernelgym.executor.candidate"))
+    result = strict_verifier.evaluate(relu, candidate("return module.spin(x)"))
     assert result.status is Status.TIMEOUT
-    assert set(_kernelgym_workers()) - before == set(), "forked children of the worker survived"
+    # The spinning candidate was killed; a fresh spare took its place, no more.
+    assert len(_kernelgym_processes(b"kernelgym.executor.candidate")) <= before, "the timed-out candidate survived"
 
 
 @pytest.mark.slow
@@ -216,7 +211,7 @@ def test_writes_outside_the_sandbox_are_refused(tmp_path: Path) -> None:
 
 
 def _children() -> set[int]:
-    return {pid for pid in _kernelgym_workers() if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(os.getpid())}
+    return {pid for pid in _kernelgym_processes() if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(os.getpid())}
 
 
 def test_no_worker_left_after_close(cache_dir: Path, relu: Task) -> None:
@@ -226,4 +221,4 @@ def test_no_worker_left_after_close(cache_dir: Path, relu: Task) -> None:
     mine = _children() - others
     assert mine, "the evaluation should have started workers"
     verifier.close()
-    assert not (mine & set(_kernelgym_workers()))
+    assert not (mine & set(_kernelgym_processes()))
