@@ -1,140 +1,600 @@
-"""KernelBench-scale GPU benchmark: kernelgym (cold, then warm) beside KernelBench's own pipeline, same answers.
+"""Judge the bundled ``kernelbench`` answers at KernelBench scale: kernelgym cold and warm, then KernelBench's own pipeline.
 
-Run on one GPU host (it writes results as they come, so a run cut short keeps what it did)::
+    # on one H100/H200, KernelBench copied into an ignored folder of the repo (.kb = /work/shared/kernelbench)
+    python benchmarks/kernelbench_scale.py --kernelbench .kb --evaluator .kb/evaluator --out "$OUT"
+    python benchmarks/kernelbench_scale.py --kernelbench .kb --evaluator .kb/evaluator --out /tmp/q --only small --limit 4
+    python benchmarks/kernelbench_scale.py report --inputs a/results.jsonl b/results.jsonl --out benchmarks/results/kb
 
-    python benchmarks/kernelbench_scale.py --kernelbench ../KernelBench --evaluator path/to/kernelbench_pkg_parent --out results/
+The answers are the honest CUDA and Triton programs under
+``kernelgym/tasks/suites/kernelbench/solutions/``, matched by task id to the
+task files of the KernelBench tree given with ``--kernelbench``. Phases, in
+order (``--phases`` picks some):
 
-``--kernelbench`` is KernelBench's task tree (``level1/19_ReLU.py`` ...); ``--evaluator`` is a directory
-holding KernelBench's evaluator as an importable ``kernelbench`` package (its ``eval.py``, ``timing.py``,
-``dataset.py``). Answers come from ``kernelgym/tasks/suites/kernelbench/solutions/<backend>/level<N>/``.
+``cold``
+    kernelgym with a fresh build cache: one ``Verifier(backend=...)`` per
+    backend (CUDA first, then Triton, never both at once on the GPU), all of
+    that backend's answers in one batch (``submit`` futures where the verifier
+    has them, else ``evaluate_many``).
+``warm``
+    the same again with the same cache (builds are hits).
+``kernelbench``
+    KernelBench's pipeline as ``eval_from_generations.py`` runs it with
+    ``build_cache=True`` on one GPU: a process pool prebuilds every CUDA answer
+    into its own build folder (Triton answers have nothing to prebuild), then
+    each answer is evaluated alone in a fresh process by KernelBench's
+    ``eval_kernel_against_ref`` with its defaults (5 correctness trials, 100
+    timed trials, CUDA events, fp32, 180 s per answer). The evaluator folder is
+    imported as a package; third-party modules it imports only for LLM queries
+    or its result container (``dotenv``, ``openai``, ``litellm``, ``pydantic``)
+    are replaced by stand-ins when missing, and the summary says which.
 
-KernelBench's pipeline is run as its ``eval_from_generations.py`` runs it: a process pool prebuilds every
-answer (``build_compile_cache``), then each answer is evaluated alone on the GPU
-(``eval_kernel_against_ref``, 5 correctness trials, 100 timed trials, CUDA events) in a fresh process.
+Every finished answer appends one JSON line to ``<out>/results.jsonl`` at
+once; ``<out>/summary.json`` and ``<out>/summary.md`` are rewritten after each
+phase. One failing answer never stops the run; an answer still unjudged when
+``--deadline-s`` has passed is recorded as ``not_run``. ``report`` rebuilds
+the summary from the JSON lines of several runs (a run split over calls).
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import copy
+import dataclasses
+import datetime
+import importlib
+import importlib.util
 import json
-import multiprocessing as mp
+import multiprocessing
+import os
+import platform
+import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+import traceback
+import types
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-SOLUTIONS = ROOT / "kernelgym" / "tasks" / "suites" / "kernelbench" / "solutions"
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from kernelgym.tasks import Task, load_kernelbench_dir  # noqa: E402
+
+LARGE = (
+    "level1/19_ReLU",
+    "level1/23_Softmax",
+    "level1/47_Sum_reduction_over_a_dimension",
+    "level1/51_Argmax_over_a_dimension",
+)
+"""The four largest-input level-1 tasks (6.4 to 8.6 GB of input each)."""
+
+PHASES = ("cold", "warm", "kernelbench")
+SELECTORS = ("level1", "level2", "cuda", "triton", "large", "small")
+BACKEND_ORDER = ("cuda", "triton")
+
+# What KernelBench's eval_from_generations.py uses by default (EvalConfig).
+KB_CORRECT_TRIALS = 5
+KB_PERF_TRIALS = 100
+KB_TIMEOUT_S = 180.0
+KB_TIMING = "cuda_event"
 
 
-def answers(kernelbench: Path, only: str | None) -> list[tuple[str, Path, Path, str]]:
-    """(task id, task file, answer file, backend) for every answer whose task file exists."""
-    found = []
-    for path in sorted(SOLUTIONS.glob("*/level*/*.py")):
-        backend, level = path.parent.parent.name, path.parent.name
-        task = kernelbench / level / path.name
-        if task.exists() and (only is None or only in f"{level}/{path.stem}"):
-            found.append((f"{level}/{path.stem}", task, path, backend))
-    return found
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """One bundled answer: a task and the program written for one backend."""
+
+    task: Task
+    backend: str
+    text: str
+
+    @property
+    def key(self) -> str:
+        """``<backend>:<task id>``, unique within a run."""
+        return f"{self.backend}:{self.task.id}"
 
 
-def _write(out: Path, name: str, record: dict) -> None:
-    with open(out / name, "a") as handle:
-        handle.write(json.dumps(record) + "\n")
-    print(json.dumps(record), flush=True)
+def log(message: str) -> None:
+    """Print a progress line at once (the GPU machine's output is read as it comes)."""
+    print(f"[{datetime.datetime.now().strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def run_kernelgym(items: list, out: Path, cache: Path, label: str) -> float:
-    """Judge every answer through ``Verifier.submit`` per backend; return the wall seconds."""
-    from kernelgym.verifier import Verifier
-    from kernelgym.tasks.loaders import load_task_file
+def select_answers(tasks: Iterable[Task], only: Sequence[str], ids: Sequence[str], limit: int | None) -> list[Answer]:
+    """The answers of ``tasks`` that pass every selector in ``only`` and the id list, CUDA before Triton.
 
+    Example:
+        >>> task = Task("level1/19_ReLU", "ReLU", 1, 19, "", solutions={"cuda": "a", "triton": "b"})
+        >>> [a.key for a in select_answers([task], ["triton"], [], None)]
+        ['triton:level1/19_ReLU']
+    """
+    unknown = sorted(set(only) - set(SELECTORS))
+    if unknown:
+        raise SystemExit(f"--only: unknown selector(s) {', '.join(unknown)}; choose from {', '.join(SELECTORS)}")
+    answers = []
+    for backend in BACKEND_ORDER:
+        for task in tasks:
+            if backend not in task.solutions or (ids and task.id not in ids and task.id.split("/")[-1] not in ids):
+                continue
+            tags = {f"level{task.level}", backend, "large" if task.id in LARGE else "small"}
+            if all(selector in tags for selector in only):
+                answers.append(Answer(task, backend, task.solutions[backend]))
+    return answers[:limit] if limit is not None else answers
+
+
+class Recorder:
+    """Appends one JSON line per judged answer and keeps the records for the summary."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = out / "results.jsonl"
+        self.records: list[dict[str, Any]] = []
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Keep ``record`` and append it to ``results.jsonl`` now (flushed)."""
+        self.records.append(record)
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+            handle.flush()
+        speed = f" speedup {record['speedup']:.3f}x" if record.get("speedup") else ""
+        log(f"{record['phase']:<11} {record['answer']:<58} {record['status']:<14} {record['seconds']:8.1f} s{speed}")
+
+
+# -- kernelgym ------------------------------------------------------------------------------------------------
+
+
+def _kernelgym_record(phase: str, answer: Answer, result: Any, seconds: float) -> dict[str, Any]:
+    stages = {k: round(v, 3) for k, v in dataclasses.asdict(result.seconds).items()}
+    record = {
+        "phase": phase, "answer": answer.key, "task": answer.task.id, "backend": answer.backend,
+        "status": result.status.value, "speedup": result.speedup_eager, "runtime_ms": result.runtime_ms,
+        "ref_ms": result.ref_eager_ms, "cache_hit": result.cache_hit, "stage_seconds": stages,
+        "seconds": round(seconds, 3),
+    }
+    if result.status.value != "ok":
+        record["feedback"] = (result.feedback or "")[:600]
+    return record
+
+
+def _judge_batch(verifier: Any, answers: Sequence[Answer], on_result: Callable[[int, Any, float], None]) -> None:
+    """Judge ``answers`` with one verifier; call ``on_result(index, result, seconds since the batch began)``."""
     start = time.perf_counter()
-    by_backend: dict[str, list] = {}
-    for item in items:
-        by_backend.setdefault(item[3], []).append(item)
-    for backend, group in by_backend.items():
-        with Verifier(backend=backend, cache_dir=cache) as verifier:
-            tasks = [load_task_file(task) for _, task, _, _ in group]
-            results = verifier.evaluate_many([(t, answer.read_text()) for t, (_, _, answer, _) in zip(tasks, group)])
-            for (task_id, _, _, _), result in zip(group, results):
-                _write(out, f"kernelgym_{label}.jsonl", {
-                    "task": task_id, "backend": backend, "status": result.status.value, "speedup": result.speedup_eager,
-                    "runtime_ms": result.runtime_ms, "ref_ms": result.ref_eager_ms, "seconds": result.seconds.__dict__,
-                    "feedback": result.feedback[:600] if result.status.value != "ok" else "",
-                })
-    return time.perf_counter() - start
+    if hasattr(verifier, "submit"):
+        futures = {verifier.submit(a.task, a.text): i for i, a in enumerate(answers)}
+        for future in concurrent.futures.as_completed(futures):
+            on_result(futures[future], future.result(), time.perf_counter() - start)
+        return
+    for index, result in enumerate(verifier.evaluate_many([(a.task, a.text) for a in answers])):
+        on_result(index, result, time.perf_counter() - start)
 
 
-def _kb_build(args: tuple[str, str, str]) -> tuple[str, bool, float]:
-    evaluator, source, build_dir = args
-    sys.path.insert(0, evaluator)
-    from kernelbench.eval import build_compile_cache
+def run_kernelgym(phase: str, answers: Sequence[Answer], args: argparse.Namespace, cache: Path, recorder: Recorder,
+                  deadline: float) -> dict[str, Any]:
+    """One kernelgym pass over ``answers`` (one batch per backend); returns the phase's totals."""
+    from kernelgym.verifier import Verifier, VerifierConfig
+    from kernelgym.verifier.config import StageTimeouts
 
+    config = VerifierConfig()
+    if args.stage_timeout:
+        t = args.stage_timeout
+        config = VerifierConfig(timeouts=StageTimeouts(build=t, check=t, time=t))
     start = time.perf_counter()
-    ok = build_compile_cache(source, verbose=False, build_dir=build_dir)[0]
-    return build_dir, bool(ok), time.perf_counter() - start
+    for backend in BACKEND_ORDER:
+        batch = [a for a in answers if a.backend == backend]
+        if not batch:
+            continue
+        if time.time() > deadline:
+            for answer in batch:
+                recorder.add(_not_run(phase, answer))
+            continue
+        log(f"{phase}: judging {len(batch)} {backend} answers with kernelgym (cache {cache})")
+        seen: set[int] = set()
+
+        def on_result(index: int, result: Any, seconds: float, batch: Sequence[Answer] = batch, seen: set[int] = seen) -> None:
+            seen.add(index)
+            recorder.add(_kernelgym_record(phase, batch[index], result, seconds))
+
+        try:
+            with Verifier(backend=backend, config=config, num_workers=args.num_workers, cache_dir=cache) as verifier:
+                _judge_batch(verifier, batch, on_result)
+        except Exception as exc:  # an executor failure ends this batch only
+            log(f"{phase}: {backend} batch failed: {type(exc).__name__}: {exc}")
+            for index, answer in enumerate(batch):
+                if index not in seen:
+                    recorder.add({**_base(phase, answer), "status": "harness_error", "seconds": 0.0,
+                                  "feedback": f"{type(exc).__name__}: {exc}"[:600]})
+    return {"wall_s": round(time.perf_counter() - start, 3)}
 
 
-def _kb_eval(evaluator: str, reference: str, source: str, build_dir: str, backend: str, queue: mp.Queue) -> None:
-    sys.path.insert(0, evaluator)
-    from kernelbench.eval import eval_kernel_against_ref
+# -- KernelBench ----------------------------------------------------------------------------------------------
 
+
+class _StandInBaseModel:
+    """Stand-in for ``pydantic.BaseModel`` (KernelBench's result container): annotated defaults, copied per instance."""
+
+    def __init__(self, **values: Any) -> None:
+        for klass in reversed(type(self).__mro__):
+            for name in getattr(klass, "__annotations__", {}):
+                if hasattr(klass, name):
+                    setattr(self, name, copy.deepcopy(getattr(klass, name)))
+        for name, value in values.items():
+            setattr(self, name, value)
+
+
+def _stand_ins() -> dict[str, dict[str, Any]]:
+    def unavailable(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("LLM clients are not available in this benchmark")
+
+    return {
+        "dotenv": {"load_dotenv": lambda *a, **k: False},
+        "openai": {"OpenAI": unavailable},
+        "litellm": {"completion": unavailable},
+        "pydantic": {"BaseModel": _StandInBaseModel},
+    }
+
+
+def import_kernelbench_eval(evaluator: Path) -> tuple[types.ModuleType, list[str]]:
+    """Import KernelBench's ``eval`` module from its evaluator folder (as package ``kernelbench``).
+
+    Returns the module and the names of the third-party modules replaced by stand-ins.
+    """
+    replaced = []
+    for name, attrs in _stand_ins().items():
+        if name not in sys.modules and importlib.util.find_spec(name) is None:
+            module = types.ModuleType(name)
+            for attr, value in attrs.items():
+                setattr(module, attr, value)
+            sys.modules[name] = module
+            replaced.append(name)
+    if "kernelbench" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "kernelbench", evaluator / "__init__.py", submodule_search_locations=[str(evaluator)]
+        )
+        if spec is None or spec.loader is None:
+            raise ImportError(f"{evaluator} is not a KernelBench evaluator folder (no __init__.py)")
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["kernelbench"] = package
+        spec.loader.exec_module(package)
+    return importlib.import_module("kernelbench.eval"), replaced
+
+
+def _kb_build(evaluator: str, gpu_arch: list[str], source: str, build_dir: str) -> dict[str, Any]:
+    """Pool worker: KernelBench's ``build_compile_cache`` of one answer (as its ``compile_single_sample``)."""
     start = time.perf_counter()
     try:
-        result = eval_kernel_against_ref(reference, source, num_correct_trials=5, num_perf_trials=100,
-                                         measure_performance=True, build_dir=build_dir, backend=backend)
-        queue.put({"compiled": result.compiled, "correct": result.correctness, "runtime_us": result.runtime,
-                   "ref_us": getattr(result, "ref_runtime", None), "seconds": time.perf_counter() - start})
-    except Exception as exc:  # noqa: BLE001 (recorded, never stops the benchmark)
-        queue.put({"error": f"{type(exc).__name__}: {exc}"[:300], "seconds": time.perf_counter() - start})
+        kb_eval, _ = import_kernelbench_eval(Path(evaluator))
+        sys.modules["kernelbench.utils"].set_gpu_arch(gpu_arch)
+        ok, _stdout, error = kb_eval.build_compile_cache(custom_model_src=source, verbose=False, build_dir=build_dir)
+        return {"ok": bool(ok), "error": error, "seconds": time.perf_counter() - start}
+    except Exception as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "seconds": time.perf_counter() - start}
 
 
-def run_kernelbench(items: list, out: Path, evaluator: Path, scratch: Path, timeout: float) -> float:
-    """KernelBench's pipeline: prebuild in a pool, then one evaluation at a time, each in a fresh process."""
+def _kb_evaluate(evaluator: str, gpu_arch: list[str], reference: str, source: str, build_dir: str, backend: str) -> dict[str, Any]:
+    """Pool worker: KernelBench's ``eval_kernel_against_ref`` of one answer, as ``evaluate_single_sample`` calls it."""
+    import torch
+
+    kb_eval, replaced = import_kernelbench_eval(Path(evaluator))
+    sys.modules["kernelbench.utils"].set_gpu_arch(gpu_arch)
+    device = torch.device("cuda:0")
+    try:
+        result = kb_eval.eval_kernel_against_ref(
+            original_model_src=reference,
+            custom_model_src=source,
+            measure_performance=True,
+            timing_method=KB_TIMING,
+            verbose=False,
+            num_correct_trials=KB_CORRECT_TRIALS,
+            num_perf_trials=KB_PERF_TRIALS,
+            build_dir=build_dir,
+            device=device,
+            backend=backend,
+            precision=kb_eval.get_torch_dtype_from_string("fp32"),
+        )
+    except Exception as exc:  # evaluate_single_sample's last-level catch
+        return {"compiled": False, "correctness": False, "metadata": {"error": f"{type(exc).__name__}: {exc}"},
+                "runtime": -1.0, "ref_runtime": -1.0, "replaced": replaced}
+    return {
+        "compiled": bool(result.compiled), "correctness": bool(result.correctness),
+        "metadata": {k: str(v)[:400] for k, v in dict(result.metadata).items()},
+        "runtime": float(result.runtime), "ref_runtime": float(result.ref_runtime), "replaced": replaced,
+    }
+
+
+def _kb_status(outcome: dict[str, Any]) -> str:
+    """KernelBench's verdict in kernelgym's words (its result only says compiled / correct, plus metadata)."""
+    metadata = outcome["metadata"]
+    if outcome["correctness"]:
+        return "ok"
+    if outcome["compiled"]:
+        return "runtime_error" if "runtime_error" in metadata else "incorrect"
+    return "error" if {"error", "other_error", "cuda_error"} & set(metadata) else "compile_error"
+
+
+def run_kernelbench(answers: Sequence[Answer], args: argparse.Namespace, work: Path, recorder: Recorder,
+                    deadline: float) -> dict[str, Any]:
+    """KernelBench's prebuild pool, then one fresh process per evaluation; returns the phase's totals."""
+    ctx = multiprocessing.get_context("spawn")
+    evaluator = str(Path(args.evaluator).resolve())
+    build_root = work / "kernelbench_build"
+    shutil.rmtree(build_root, ignore_errors=True)
+    dirs = {a.key: str(build_root / f"{i:03d}") for i, a in enumerate(answers)}
     start = time.perf_counter()
-    jobs = [(str(evaluator), answer.read_text(), str(scratch / task_id.replace("/", "_"))) for task_id, _, answer, _ in items]
-    with ProcessPoolExecutor(max_workers=max(1, (mp.cpu_count() or 2) - 1), mp_context=mp.get_context("spawn")) as pool:
-        built = {d: (ok, s) for d, ok, s in pool.map(_kb_build, jobs)}
-    ctx = mp.get_context("spawn")
-    for (task_id, task, answer, backend), (_, source, build_dir) in zip(items, jobs):
-        queue = ctx.Queue()
-        proc = ctx.Process(target=_kb_eval, args=(str(evaluator), task.read_text(), source, build_dir, backend, queue))
-        begun = time.perf_counter()
-        proc.start()
-        proc.join(timeout)
-        if proc.is_alive():
-            proc.kill()
-            record = {"timeout": timeout}
+    builds: dict[str, dict[str, Any]] = {}
+    cuda = [a for a in answers if a.backend == "cuda"]
+    if cuda and time.time() < deadline:
+        log(f"kernelbench: prebuilding {len(cuda)} CUDA answers with {args.kb_build_workers} processes")
+        with ctx.Pool(args.kb_build_workers) as pool:
+            pending = {a.key: pool.apply_async(_kb_build, (evaluator, args.kb_gpu_arch, a.text, dirs[a.key])) for a in cuda}
+            for key, job in pending.items():
+                try:
+                    builds[key] = job.get(timeout=max(1.0, min(KB_TIMEOUT_S, deadline - time.time())))
+                except multiprocessing.TimeoutError:
+                    builds[key] = {"ok": False, "error": "build timed out", "seconds": KB_TIMEOUT_S}
+            pool.terminate()
+    prebuild_s = time.perf_counter() - start
+    log(f"kernelbench: prebuild took {prebuild_s:.1f} s")
+    replaced: set[str] = set()
+    for answer in answers:
+        if time.time() > deadline:
+            recorder.add(_not_run("kernelbench", answer))
+            continue
+        began = time.perf_counter()
+        with ctx.Pool(1) as pool:
+            job = pool.apply_async(_kb_evaluate, (evaluator, args.kb_gpu_arch, answer.task.source, answer.text,
+                                                   dirs[answer.key], answer.backend))
+            try:
+                outcome = job.get(timeout=KB_TIMEOUT_S)
+            except multiprocessing.TimeoutError:
+                outcome = None
+            except Exception as exc:  # a crashed worker or an unpicklable result: this answer only
+                outcome = {"compiled": False, "correctness": False, "runtime": -1.0, "ref_runtime": -1.0,
+                           "metadata": {"error": f"{type(exc).__name__}: {exc}"[:400]}, "replaced": []}
+            pool.terminate()
+        seconds = time.perf_counter() - began
+        build = builds.get(answer.key, {})
+        record = {**_base("kernelbench", answer), "seconds": round(seconds, 3),
+                  "stage_seconds": {"prebuild": round(build.get("seconds", 0.0), 3), "evaluate": round(seconds, 3)}}
+        if outcome is None:
+            record.update(status="timeout", speedup=None)
         else:
-            record = queue.get() if not queue.empty() else {"error": f"exit code {proc.exitcode}"}
-        record |= {"task": task_id, "build_ok": built[build_dir][0], "build_seconds": built[build_dir][1],
-                   "wall": time.perf_counter() - begun}
-        _write(out, "kernelbench.jsonl", record)
-    return time.perf_counter() - start
+            replaced.update(outcome.get("replaced", []))
+            ok = outcome["correctness"] and outcome["runtime"] > 0 and outcome["ref_runtime"] > 0
+            record.update(status=_kb_status(outcome), runtime_ms=outcome["runtime"], ref_ms=outcome["ref_runtime"],
+                          speedup=outcome["ref_runtime"] / outcome["runtime"] if ok else None)
+            if record["status"] != "ok":
+                record["feedback"] = json.dumps(outcome["metadata"])[:600]
+        recorder.add(record)
+    return {"wall_s": round(time.perf_counter() - start, 3), "prebuild_s": round(prebuild_s, 3),
+            "stand_ins": sorted(replaced)}
 
 
-def main() -> None:
+# -- records and summary --------------------------------------------------------------------------------------
+
+
+def _base(phase: str, answer: Answer) -> dict[str, Any]:
+    return {"phase": phase, "answer": answer.key, "task": answer.task.id, "backend": answer.backend}
+
+
+def _not_run(phase: str, answer: Answer) -> dict[str, Any]:
+    return {**_base(phase, answer), "status": "not_run", "seconds": 0.0, "feedback": "deadline passed before it started"}
+
+
+def summarize(records: Sequence[dict[str, Any]], phases: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per phase: answers, statuses, wall, answers per minute, median seconds per answer, and the large tasks.
+
+    Example:
+        >>> recs = [{"phase": "warm", "answer": "cuda:level1/19_ReLU", "task": "level1/19_ReLU", "backend": "cuda",
+        ...          "status": "ok", "seconds": 4.0, "speedup": 1.0}]
+        >>> summarize(recs, {"warm": {"wall_s": 60.0}})["phases"]["warm"]["answers_per_min"]
+        1.0
+    """
+    out: dict[str, Any] = {"phases": {}}
+    for phase in PHASES:
+        rows = [r for r in records if r["phase"] == phase]
+        if not rows:
+            continue
+        judged = [r for r in rows if r["status"] != "not_run"]
+        wall = phases.get(phase, {}).get("wall_s") or sum(r["seconds"] for r in judged)
+        statuses: dict[str, int] = {}
+        for r in rows:
+            statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        seconds = [_answer_seconds(r) for r in judged]
+        out["phases"][phase] = {
+            **phases.get(phase, {}),
+            "answers": len(rows), "judged": len(judged), "ok": statuses.get("ok", 0), "statuses": statuses,
+            "wall_s": round(wall, 3),
+            "answers_per_min": round(len(judged) / wall * 60.0, 3) if wall else None,
+            "median_answer_s": round(statistics.median(seconds), 3) if seconds else None,
+            "large": {r["answer"]: {"status": r["status"], "seconds": round(_answer_seconds(r), 3)}
+                      for r in rows if r["task"] in LARGE},
+        }
+    cold, kb = out["phases"].get("cold"), out["phases"].get("kernelbench")
+    if cold and kb and cold["answers_per_min"] and kb["answers_per_min"]:
+        out["cold_vs_kernelbench_throughput"] = round(cold["answers_per_min"] / kb["answers_per_min"], 3)
+    return out
+
+
+def _answer_seconds(record: dict[str, Any]) -> float:
+    """Seconds one answer cost: its stage seconds for kernelgym (batch completion times overlap; a timeout has none,
+    so its completion time stands in), its wall for KernelBench."""
+    stages = record.get("stage_seconds") or {}
+    if record["phase"] != "kernelbench" and stages and record["status"] != "timeout":
+        return float(sum(stages.values()))
+    return float(record["seconds"])
+
+
+def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
+    """The summary as a markdown report: machine, totals per phase, and one row per answer."""
+    lines = [f"# KernelBench-scale judging, {meta.get('date', '')}", ""]
+    lines += [f"- {key}: {value}" for key, value in meta.items() if key != "date"]
+    lines += ["", "## Totals", "", "| phase | answers | ok | wall s | answers/min | median s/answer | statuses |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for phase, p in summary["phases"].items():
+        statuses = ", ".join(f"{k} {v}" for k, v in sorted(p["statuses"].items()))
+        lines.append(f"| {phase} | {p['answers']} | {p['ok']} | {p['wall_s']} | {p['answers_per_min']} | "
+                     f"{p['median_answer_s']} | {statuses} |")
+    if "cold_vs_kernelbench_throughput" in summary:
+        lines += ["", f"Cold kernelgym throughput / KernelBench pipeline throughput: "
+                      f"{summary['cold_vs_kernelbench_throughput']}x"]
+    lines += ["", "## Large-input tasks", "", "| phase | answer | status | seconds |", "| --- | --- | --- | --- |"]
+    for phase, p in summary["phases"].items():
+        for answer, row in p["large"].items():
+            lines.append(f"| {phase} | {answer} | {row['status']} | {row['seconds']} |")
+    by_answer: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in records:
+        by_answer.setdefault(r["answer"], {})[r["phase"]] = r
+    present = [p for p in PHASES if p in summary["phases"]]
+    header = " | ".join(f"{p} status | {p} s | {p} speedup" for p in present)
+    lines += ["", "## Per answer", "", f"| answer | {header} |", "| --- |" + " --- |" * (3 * len(present))]
+    for answer in sorted(by_answer):
+        cells = []
+        for phase in present:
+            r = by_answer[answer].get(phase)
+            if r is None:
+                cells += ["-", "-", "-"]
+                continue
+            speed = f"{r['speedup']:.3f}" if r.get("speedup") else "-"
+            cells += [r["status"], f"{_answer_seconds(r):.1f}", speed]
+        lines.append(f"| {answer} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(out: Path, records: Sequence[dict[str, Any]], phases: dict[str, dict[str, Any]], meta: dict[str, Any]) -> None:
+    """Write ``summary.json`` and ``summary.md`` into ``out``."""
+    summary = summarize(records, phases)
+    (out / "summary.json").write_text(json.dumps({"meta": meta, **summary}, indent=2, sort_keys=True, default=str))
+    (out / "summary.md").write_text(render_markdown(summary, records, meta))
+
+
+def machine_meta(commit: str) -> dict[str, Any]:
+    """Machine, software, date and commit, read without touching the GPU from this process."""
+    def run(command: list[str]) -> str:
+        try:
+            return subprocess.run(command, capture_output=True, text=True, timeout=30, cwd=REPO).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    gpu = run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"])
+    import torch
+
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "commit": commit or run(["git", "rev-parse", "--short", "HEAD"]) or "unknown",
+        "gpu": gpu or "none seen",
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+# -- command line ---------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Flags of a run, or of ``report`` (rebuild the summary from results.jsonl files)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["report"]:
+        parser = argparse.ArgumentParser(description="Rebuild summary.json/summary.md from results.jsonl files.")
+        parser.add_argument("--inputs", nargs="+", required=True, help="results.jsonl files of one or more runs")
+        parser.add_argument("--out", required=True, help="folder for summary.json and summary.md")
+        parser.add_argument("--commit", default="", help="commit to record (default: git HEAD here)")
+        args = parser.parse_args(argv[1:])
+        args.command = "report"
+        return args
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kernelbench", type=Path, required=True, help="KernelBench task tree (level1/, level2/, ...)")
-    parser.add_argument("--evaluator", type=Path, help="directory holding KernelBench's evaluator as the package 'kernelbench'")
-    parser.add_argument("--out", type=Path, required=True, help="where results are written")
-    parser.add_argument("--only", help="only answers whose 'levelN/name' contains this")
-    parser.add_argument("--scratch", type=Path, default=Path("/tmp/kgbench"), help="build caches of both pipelines")
-    parser.add_argument("--kernelbench-timeout", type=float, default=240.0, help="seconds per KernelBench evaluation")
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    items = answers(args.kernelbench, args.only)
-    print(f"{len(items)} answers", flush=True)
-    totals = {"answers": len(items)}
-    totals["kernelgym_cold_s"] = run_kernelgym(items, args.out, args.scratch / "kernelgym-cache", "cold")
-    totals["kernelgym_warm_s"] = run_kernelgym(items, args.out, args.scratch / "kernelgym-cache", "warm")
-    (args.out / "summary.json").write_text(json.dumps(totals, indent=1))
-    if args.evaluator is not None:
-        totals["kernelbench_s"] = run_kernelbench(items, args.out, args.evaluator, args.scratch / "kernelbench-builds", args.kernelbench_timeout)
-    (args.out / "summary.json").write_text(json.dumps(totals, indent=1))
-    print(json.dumps(totals), flush=True)
+    parser.add_argument("--kernelbench", required=True, help="KernelBench tree (the folder holding level1/, level2/)")
+    parser.add_argument("--evaluator", default="", help="KernelBench's evaluator folder (needed by the kernelbench phase)")
+    parser.add_argument("--out", required=True, help="folder for results.jsonl, summary.json, summary.md")
+    parser.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated, from {', '.join(PHASES)}")
+    parser.add_argument("--only", default="", help=f"comma-separated selectors that must all hold: {', '.join(SELECTORS)}")
+    parser.add_argument("--tasks", default="", help="only these task ids (level1/19_ReLU or 19_ReLU), comma-separated")
+    parser.add_argument("--limit", type=int, default=None, help="at most this many answers")
+    parser.add_argument("--deadline-s", type=float, default=0.0, help="start no answer after this many seconds (0: none)")
+    parser.add_argument("--num-workers", type=int, default=None, help="kernelgym workers (default: the executor's)")
+    parser.add_argument("--stage-timeout", type=float, default=0.0, help="kernelgym budget of every stage, s (0: the verifier's)")
+    parser.add_argument("--kb-build-workers", type=int, default=min(20, os.cpu_count() or 1),
+                        help="KernelBench prebuild processes (its default: 20, capped at the cores)")
+    parser.add_argument("--kb-gpu-arch", default="Hopper", help="KernelBench's gpu_arch names, comma-separated")
+    parser.add_argument("--work-dir", default="", help="build caches and KernelBench build folders (default: a temp dir)")
+    parser.add_argument("--commit", default="", help="commit to record when this tree is not a git checkout")
+    args = parser.parse_args(argv)
+    args.command = "run"
+    args.phases = [p for p in args.phases.split(",") if p]
+    bad = sorted(set(args.phases) - set(PHASES))
+    if bad:
+        parser.error(f"unknown phase(s) {', '.join(bad)}")
+    if "kernelbench" in args.phases and not (args.evaluator and (Path(args.evaluator) / "eval.py").is_file()):
+        parser.error("the kernelbench phase needs --evaluator pointing at KernelBench's evaluator folder (with eval.py)")
+    args.only = [s for s in args.only.split(",") if s]
+    args.tasks = [t for t in args.tasks.split(",") if t]
+    args.kb_gpu_arch = [a for a in args.kb_gpu_arch.split(",") if a]
+    return args
+
+
+def report(args: argparse.Namespace) -> int:
+    """Merge the JSON lines of earlier runs (later lines win per phase and answer) and write the summary."""
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    phases: dict[str, dict[str, Any]] = {}
+    for path in args.inputs:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                merged[(record["phase"], record["answer"])] = record
+        summary = Path(path).with_name("summary.json")
+        if summary.is_file():
+            for phase, totals in json.loads(summary.read_text()).get("phases", {}).items():
+                phases[phase] = {k: totals[k] for k in ("wall_s", "prebuild_s", "stand_ins") if k in totals}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_summary(out, list(merged.values()), phases, {**machine_meta(args.commit), "merged_from": list(args.inputs)})
+    log(f"wrote {out / 'summary.md'}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the selected phases over the selected answers; write results as they come."""
+    args = parse_args(argv)
+    if args.command == "report":
+        return report(args)
+    started = time.time()
+    deadline = started + args.deadline_s if args.deadline_s > 0 else float("inf")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.jsonl").unlink(missing_ok=True)
+    work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="kb-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    suite = load_kernelbench_dir(args.kernelbench)
+    answers = select_answers(suite, args.only, args.tasks, args.limit)
+    if not answers:
+        raise SystemExit("no answer is left after --only/--tasks/--limit")
+    meta = {**machine_meta(args.commit), "kernelbench": str(Path(args.kernelbench).resolve()),
+            "answers": len(answers), "phases_run": args.phases}
+    log(f"{len(answers)} answers ({sum(a.backend == 'cuda' for a in answers)} CUDA), phases {', '.join(args.phases)}; "
+        f"work dir {work}")
+    recorder = Recorder(out)
+    totals: dict[str, dict[str, Any]] = {}
+    cache = work / "kernelgym_cache"
+    for phase in args.phases:
+        try:
+            if phase == "cold":
+                shutil.rmtree(cache, ignore_errors=True)
+                totals[phase] = run_kernelgym(phase, answers, args, cache, recorder, deadline)
+            elif phase == "warm":
+                totals[phase] = run_kernelgym(phase, answers, args, cache, recorder, deadline)
+            else:
+                totals[phase] = run_kernelbench(answers, args, work, recorder, deadline)
+        except Exception:  # a broken phase is reported; the next phase still runs
+            log(f"{phase}: phase failed:\n{traceback.format_exc()}")
+            totals[phase] = {"error": traceback.format_exc()[-1500:]}
+        log(f"{phase}: done, {totals[phase]}")
+        write_summary(out, recorder.records, totals, {**meta, "elapsed_s": round(time.time() - started, 1)})
+    log(f"all done in {time.time() - started:.1f} s; summary in {out / 'summary.md'}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -6,7 +6,8 @@ reference program is the verifier's job, inside a worker process.
 Holds:
     load_task_file: any task file -> Task (level and id from KernelBench's ``level{N}/{id}_{Name}.py`` naming).
     load_kernelbench_dir: a KernelBench tree (``level1/``, ``level2/``, ...) -> TaskSuite,
-        with an optional ``manifest.json`` and ``solutions/<backend>/`` beside the levels.
+        with an optional ``manifest.json`` and ``solutions/<backend>/`` beside the levels; a tree
+        without solutions of its own gets the bundled ``kernelbench`` answer set.
     load_kernelbench_parquet: KernelBench's Hugging Face parquet export -> TaskSuite.
     load_suite: one entry point for bundled suites, ``kernelbench:<path>[:level]`` specs and plain paths.
     bundled_suites: names of the suites shipped inside the package.
@@ -37,6 +38,9 @@ __all__ = [
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 """Where the bundled suites live (package data)."""
+
+KERNELBENCH_SOLUTIONS = SUITES_DIR / "kernelbench"
+"""Honest answers for KernelBench's own task files (``solutions/<backend>/level<N>/``), by task id."""
 
 _LEVEL_DIR = re.compile(r"^level(\d+)$")
 _TASK_FILE = re.compile(r"^(\d+)_(.+)\.py$")
@@ -204,7 +208,9 @@ def load_kernelbench_dir(path: str | Path, level: int | None = None, name: str =
 
     Beside the level folders, an optional ``manifest.json`` sets per-task
     ``atol``/``rtol``/``variants`` and an optional ``solutions/<backend>/level<N>/``
-    tree holds reference answers (this is how bundled suites are stored).
+    tree holds reference answers (this is how bundled suites are stored). A tree
+    without ``solutions/`` (KernelBench itself) gets the bundled answers of
+    :data:`KERNELBENCH_SOLUTIONS` for the task ids it has.
 
     Args:
         path: the tree's root, or the repository root that contains ``KernelBench/``.
@@ -235,6 +241,8 @@ def load_kernelbench_dir(path: str | Path, level: int | None = None, name: str =
         stray = sorted(set(ids) - known)
         if stray:
             raise TaskError(f"{root}: {what} names tasks that have no reference file: {', '.join(stray)}")
+    if not solutions:
+        solutions = _read_solutions(KERNELBENCH_SOLUTIONS)
     tasks = [t for t in tasks if level is None or t.level == level]
     if not tasks:
         where = f"level{level}/ of {root}" if level is not None else str(root)
