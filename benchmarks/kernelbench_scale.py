@@ -173,7 +173,8 @@ def _judge_batch(verifier: Any, answers: Sequence[Answer], on_result: Callable[[
 def run_kernelgym(phase: str, answers: Sequence[Answer], args: argparse.Namespace, cache: Path, recorder: Recorder,
                   deadline: float) -> dict[str, Any]:
     """One kernelgym pass over ``answers`` (one batch per backend); returns the phase's totals."""
-    from kernelgym.verifier import Verifier, VerifierConfig
+    from kernelgym import Verifier
+    from kernelgym.verifier import VerifierConfig
     from kernelgym.verifier.config import StageTimeouts
 
     config = VerifierConfig()

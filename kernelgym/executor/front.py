@@ -1,4 +1,4 @@
-"""The judge's front door: ``Verifier.evaluate`` and ``evaluate_many``.
+"""The judge's front door: ``Verifier.evaluate``, ``evaluate_many`` and ``submit`` (futures).
 
 Holds:
     Verifier: runs the static stages (extract, inspect) in this process and hands the
@@ -12,7 +12,8 @@ Also exported as ``kernelgym.Verifier`` and ``kernelgym.executor.Verifier``.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ class Verifier:
         )
         self._executor: Executor | None = None if isinstance(executor, str) else executor
         self._rng = random.Random(self.config.seed)
+        self._threads: ThreadPoolExecutor | None = None
 
     @property
     def executor(self) -> Executor:
@@ -87,6 +89,9 @@ class Verifier:
 
     def close(self) -> None:
         """Stop the executor's workers (an executor passed in by the caller is closed too)."""
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)
+            self._threads = None
         if self._executor is not None:
             self._executor.close()
             self._executor = None
@@ -103,8 +108,38 @@ class Verifier:
         """Judge one candidate answer (the full text of an LLM response or bare code)."""
         return self.evaluate_many([(task, text)])[0]
 
+    def submit(self, task: Task, text: str) -> Future[EvalResult]:
+        """Start judging one answer; the future's result is its :class:`EvalResult`.
+
+        The static stages run now, in this process; the rest runs on the executor, so a
+        trainer can keep generating while answers are judged (see :meth:`as_completed`).
+        """
+        prepared = self.prepare(task, text)
+        if not isinstance(prepared, JudgeJob):
+            done: Future[EvalResult] = Future()
+            done.set_result(prepared)
+            return done
+        submit = getattr(self.executor, "submit", None)
+        if submit is not None:
+            return submit(prepared)
+        return self._fallback_pool().submit(lambda: self.executor.run_many([prepared])[0])
+
+    def _fallback_pool(self) -> ThreadPoolExecutor:
+        # Executors without futures of their own (the Ray pool) are driven from a few local threads.
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kernelgym-submit")
+        return self._threads
+
+    @staticmethod
+    def as_completed(futures: Iterable[Future[EvalResult]], timeout: float | None = None) -> Iterator[Future[EvalResult]]:
+        """The futures of :meth:`submit` as they finish (``concurrent.futures.as_completed``)."""
+        return as_completed(list(futures), timeout=timeout)
+
     def evaluate_many(self, pairs: Iterable[tuple[Task, str]]) -> list[EvalResult]:
-        """Judge many answers; the executor runs the worker stages in parallel."""
+        """Judge many answers, in the order given, in parallel (through :meth:`submit` where the executor has futures)."""
+        pairs = list(pairs)
+        if hasattr(self.executor, "submit"):
+            return [future.result() for future in [self.submit(task, text) for task, text in pairs]]
         prepared = [self.prepare(task, text) for task, text in pairs]
         jobs = [p for p in prepared if isinstance(p, JudgeJob)]
         judged = iter(self.executor.run_many(jobs) if jobs else [])

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelgym.agents.bench import BenchSummary, write_plots
-from kernelgym.agents.metrics import Attempt, summarize
+from kernelgym.bench import BenchSummary, write_plots
+from kernelgym.bench.metrics import Attempt, summarize
 
 matplotlib = pytest.importorskip("matplotlib", reason="the plots need matplotlib (kernelgym[plots])")
 from matplotlib.figure import Figure  # noqa: E402

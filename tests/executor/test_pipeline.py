@@ -1,0 +1,44 @@
+"""Futures and the build-ahead pipeline: ``Verifier.submit``/``as_completed`` and ``LocalExecutor`` with build workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelgym import Verifier
+from kernelgym.backends.cpp import CppBackend
+from kernelgym.executor.local import LocalExecutor
+from kernelgym.executor.registry import PoolSettings
+from kernelgym.verifier import Status, VerifierConfig
+
+pytestmark = pytest.mark.slow
+
+CONFIG = VerifierConfig(runs=3, warmup=1)
+
+
+def test_submit_returns_futures_that_complete_as_judged(cache_dir: Path, cpu_suite) -> None:
+    task = cpu_suite["level1/1_ReLU"]
+    with Verifier(backend="cpp", num_workers=2, cache_dir=cache_dir, config=CONFIG) as verifier:
+        futures = [verifier.submit(task, task.solution("cpp")), verifier.submit(task, "no code at all")]
+        assert futures[1].done() and futures[1].result().status is Status.FORMAT_ERROR  # static stages run at once
+        finished = list(Verifier.as_completed(futures, timeout=900))
+        assert set(finished) == set(futures)
+        assert futures[0].result().status is Status.OK, futures[0].result().feedback
+
+
+def test_build_workers_compile_ahead_and_a_failed_build_is_the_verdict(cache_dir: Path, cpu_suite, monkeypatch) -> None:
+    # The cpp backend builds where it runs; pretend it can build apart, as the cuda backend does on a GPU host.
+    monkeypatch.setattr(CppBackend, "build_worker_environment", lambda self: {})
+    monkeypatch.setattr(CppBackend, "device_count", lambda self: 1)
+    task = cpu_suite["level1/1_ReLU"]
+    broken = task.solution("cpp").replace("return out;", "return out")
+    executor = LocalExecutor(PoolSettings(backend="cpp", num_workers=1, cache_dir=cache_dir), build_workers=1)
+    try:
+        assert executor._builders is not None
+        with Verifier(backend="cpp", executor=executor, config=CONFIG) as verifier:
+            good, bad = verifier.evaluate_many([(task, task.solution("cpp")), (task, broken)])
+    finally:
+        executor.close()
+    assert good.status is Status.OK, good.feedback
+    assert bad.status is Status.COMPILE_ERROR and not bad.correct
