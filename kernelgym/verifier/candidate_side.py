@@ -210,9 +210,8 @@ class CandidateSide:
             return self._with_builds({"ok": False, "error": "build", "message": str(exc), "log": exc.log})
         except ModuleNotFoundError as exc:
             if exc.name in BLOCKED_MODULES:
-                return self._with_builds({"ok": False, "error": "illegal", "rule": "host-array-library",
-                                          "message": f"Your program imports {exc.name}, a host array library.",
-                                          "detail": f"{exc.name} cannot compute outputs here; compute them in your native kernel."})
+                return self._with_builds({"ok": False, "error": "illegal", "rule": "host-array-library", "detail": exc.name,
+                                          "message": f"Your program imports {exc.name}, a host array library."})
             return self._with_builds({"ok": False, "error": "load", "message": f"Loading your program raised {error_line(exc)}"})
         except Exception as exc:
             return self._with_builds({"ok": False, "error": "load", "message": f"Loading your program raised {error_line(exc)}"})

@@ -32,6 +32,7 @@ from kernelgym.verifier.channel import CandidateChannel, CandidateCrash, Candida
 from kernelgym.verifier.compare import Comparison, Mismatch, compare_outputs, flatten_outputs, same_bytes
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import Status, Violation
+from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.trial_inputs import SharedBuffers
 
 __all__ = ["Harness", "Progress", "Verdict", "clone_values", "illegal_verdict", "mismatch_verdict", "tolerances", "perf_counter"]
@@ -51,8 +52,9 @@ class Verdict(Exception):
         self.lead = lead
 
 
-def illegal_verdict(sentence: str, rule: str, message: str) -> Verdict:
-    return Verdict(Status.ILLEGAL, [sentence], (Violation(rule, 0, message, "runtime"),))
+def illegal_verdict(sentence: str, violation: Violation) -> Verdict:
+    """An ``illegal`` verdict naming one rule (its violation built by :mod:`kernelgym.verifier.rules.runtime`)."""
+    return Verdict(Status.ILLEGAL, [sentence], (violation,))
 
 
 @dataclass
@@ -102,7 +104,11 @@ def _require_ok(reply: dict[str, Any]) -> None:
     if error == "build":
         raise _build_verdict(message, str(reply.get("log", "")))
     if error == "illegal":
-        raise illegal_verdict(message, str(reply.get("rule", "forbidden-native-symbol")), str(reply.get("detail", message)))
+        detail = str(reply.get("detail", message))
+        builders = {"forbidden-native-symbol": runtime.forbidden_native_symbol, "host-array-library": runtime.host_array_library}
+        builder = builders.get(str(reply.get("rule")))
+        violation = builder(detail) if builder else runtime.forged_message(f"a reply naming the unknown rule {reply.get('rule')!r}")
+        raise illegal_verdict(message, violation)
     raise Verdict(Status.FORMAT_ERROR if error == "format" else Status.RUNTIME_ERROR, [message])
 
 
@@ -163,7 +169,7 @@ class Harness:
         except CandidateCrash as exc:
             raise Verdict(Status.RUNTIME_ERROR, [f"Your program's process crashed during the {self.stage_name} stage: {exc}"]) from None
         except CandidateProtocolError as exc:
-            raise illegal_verdict("Your program wrote on the judge's channel.", "forged-message", str(exc)) from None
+            raise illegal_verdict("Your program wrote on the judge's channel.", runtime.forged_message(str(exc))) from None
 
     # --- build ----------------------------------------------------------------------------------
 
@@ -180,21 +186,21 @@ class Harness:
         self.builds = [BuildRecord(str(k), float(s), bool(h)) for k, s, h in reply.get("builds", [])]
         _require_ok(reply)
         if "Model" in reply.get("mro", []):
-            raise illegal_verdict("ModelNew derives from the reference Model.", "inherits-model", "ModelNew must not inherit from Model; subclass nn.Module.")
+            raise illegal_verdict("ModelNew derives from the reference Model.", runtime.inherits_model())
         self.observe_state(reply, "while loading")
         self.baseline = self.candidate.process_state()
 
     def observe_state(self, reply: dict[str, Any], when: str) -> None:
         changes = reply.get("state") or []
         if changes:
-            raise illegal_verdict(f"The candidate changed global state {when}.", "global-state-changed", "; ".join(map(str, changes)))
+            raise illegal_verdict(f"The candidate changed global state {when}.", runtime.global_state_changed([str(c) for c in changes]))
 
     def check_process(self, when: str) -> None:
         """Threads, affinity, signal handlers and limits of the candidate's process are as they were after loading."""
         now = self.candidate.process_state()
         changes = [f"{key} {self.baseline.get(key)} -> {value}" for key, value in now.items() if self.baseline.get(key) != value]
         if changes:
-            raise illegal_verdict(f"The candidate changed its process {when}.", "process-state-changed", "; ".join(changes))
+            raise illegal_verdict(f"The candidate changed its process {when}.", runtime.process_state_changed(changes))
 
     # --- models and calls ---------------------------------------------------------------------------
 
@@ -274,18 +280,15 @@ class Harness:
         ops = [str(op) for op in reply.get("ops", [])]
         if ops:
             listed = ", ".join(f"aten.{op}" for op in ops[:12])
-            raise illegal_verdict("PyTorch computed part of the answer during ModelNew.forward.", "aten-fallback",
-                           f"ATen compute ops dispatched during forward: {listed}. Implement them in your kernel.")
+            raise illegal_verdict("PyTorch computed part of the answer during ModelNew.forward.", runtime.aten_fallback(listed))
         calls = int(reply.get("kernel_calls", 0))
         if calls == 0:
-            raise illegal_verdict("No custom kernel ran during ModelNew.forward.", "decoy-kernel",
-                           "forward must call your compiled kernel; defining it is not enough.")
+            raise illegal_verdict("No custom kernel ran during ModelNew.forward.", runtime.decoy_kernel())
         self.kernel_calls = calls
         self.observe_state(reply, "during ModelNew.forward")
         for shared, original in zip(self.local_inputs, inputs, strict=True):
             if isinstance(shared, torch.Tensor) and not same_bytes(shared, original):
-                raise Verdict(Status.INCORRECT, ["The candidate modified its inputs."], (
-                    Violation("input-mutation", 0, "forward must not write to its inputs; write results to new tensors.", "runtime"),))
+                raise Verdict(Status.INCORRECT, ["The candidate modified its inputs."], (runtime.input_mutation(),))
         return reply, own
 
     def measured(self, *command: Any) -> tuple[dict[str, Any], float]:
@@ -349,7 +352,7 @@ def _leaf_mismatch(expected: list[Any], leaves: list[Any]) -> Mismatch | None:
 def mismatch_verdict(mismatch: Mismatch, context: str, rule: str) -> Verdict:
     status = Status.ILLEGAL if mismatch.illegal else Status.INCORRECT
     rule_id = mismatch.rule if mismatch.illegal or mismatch.rule != "wrong-output" else rule
-    return Verdict(status, [f"{context}: {mismatch.message}"], (Violation(rule_id, 0, mismatch.message, "runtime"),))
+    return Verdict(status, [f"{context}: {mismatch.message}"], (runtime.output_violation(rule_id, mismatch.message),))
 
 
 def tolerances(job: JudgeJob) -> tuple[float, float]:

@@ -22,6 +22,7 @@ from kernelgym.backends.base import median_and_iqr
 from kernelgym.verifier.candidate_side import run_call
 from kernelgym.verifier.compare import checksum
 from kernelgym.verifier.harness import Harness, illegal_verdict, mismatch_verdict, perf_counter
+from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.timing_audit import audit_claims
 from kernelgym.verifier.trial_inputs import Refresher, draw_inputs, tensor_bytes
 
@@ -111,9 +112,9 @@ def time_stage(h: Harness) -> None:
     if new_ms < floor_ms:
         wall_ms = audit.wall_ms
         if wall_ms < floor_ms:
-            raise illegal_verdict("The measured time is below what the memory traffic allows.", "excessive-speedup",
-                           f"{wall_ms * 1e3:.2f} us per call (measured by the judge) is below the roofline floor of "
-                           f"{floor_ms * 1e3:.2f} us ({moved} bytes at {bandwidth:.0f} GB/s)")
+            raise illegal_verdict("The measured time is below what the memory traffic allows.", runtime.excessive_speedup(
+                f"{wall_ms * 1e3:.2f} us per call (measured by the judge) is below the roofline floor of "
+                f"{floor_ms * 1e3:.2f} us ({moved} bytes at {bandwidth:.0f} GB/s)"))
         progress.flags.append("excessive-speedup")
         progress.notes.append(f"Your reported {new_ms * 1e3:.2f} us per call is below the roofline floor of {floor_ms * 1e3:.2f} us; "
                               f"the judge's own measurement ({wall_ms * 1e3:.2f} us) is credited instead.")

@@ -5,8 +5,14 @@ Holds one function per runtime rule, each returning the
     aten_fallback, decoy_kernel, input_mutation, global_state_changed: guards around ``forward``.
     output_violation: a wrong or illegal output, named by its cause (``wrong-output``,
         ``output-not-plain-tensor``, ``output-aliases-input``, ``stale-output``,
-        ``shape-variant-mismatch``, ``mode-mismatch``).
+        ``shape-variant-mismatch``, ``mode-mismatch``, ``initial-weights-assumed``,
+        ``timed-output-mismatch``).
     inherits_model: ``Model`` found in ``ModelNew``'s MRO (the static rule of that id, seen at run time).
+    forbidden_native_symbol: a built extension links against symbols off its backend's allow-list.
+    host_array_library: the candidate imports NumPy (or another host array library).
+    forged_message: the candidate wrote on the judge's channel.
+    process_state_changed: the candidate changed its process (threads, affinity, signal handlers, limits).
+    excessive_speedup: a call faster than its memory traffic allows, measured by the judge itself.
 
 The static rules cannot see these (an op reached through a computed name, a
 kernel defined but never launched, an answer that depends on call history), so
@@ -21,10 +27,15 @@ from kernelgym.verifier.rules.catalogue import rule
 __all__ = [
     "aten_fallback",
     "decoy_kernel",
+    "excessive_speedup",
+    "forbidden_native_symbol",
+    "forged_message",
     "global_state_changed",
+    "host_array_library",
     "inherits_model",
     "input_mutation",
     "output_violation",
+    "process_state_changed",
 ]
 
 
@@ -69,6 +80,10 @@ def inherits_model() -> Violation:
       "batch-and-skip)", stage="runtime")
 @rule("shape-variant-mismatch", "an output is wrong on a shape variant of the task", stage="runtime")
 @rule("mode-mismatch", "an output is right in one mode only (train/eval, grad/no-grad)", stage="runtime")
+@rule("initial-weights-assumed", "an output is right only with the reference's initial weights (they were redrawn)",
+      stage="runtime")
+@rule("timed-output-mismatch", "the output of a timed call is wrong (every call may be checked; fresh inputs each)",
+      stage="runtime")
 def output_violation(rule_id: str, message: str) -> Violation:
     """A wrong or illegal output, named by ``rule_id`` (one of the output rules above).
 
@@ -86,5 +101,38 @@ def output_violation(rule_id: str, message: str) -> Violation:
 
 _OUTPUT_RULES = frozenset(
     ("wrong-output", "output-not-plain-tensor", "output-aliases-input", "stale-output", "shape-variant-mismatch",
-     "mode-mismatch")
+     "mode-mismatch", "initial-weights-assumed", "timed-output-mismatch")
 )
+
+
+@rule("forbidden-native-symbol", "a built extension links against functions off its backend's allow-list (ATen "
+      "compute, the dispatcher, dlopen/dlsym, threads, process settings, ...)", stage="runtime")
+def forbidden_native_symbol(detail: str) -> Violation:
+    """The extension's imported symbols, found before it is loaded (``detail``: the sentence per symbol)."""
+    return _runtime("forbidden-native-symbol", detail)
+
+
+@rule("host-array-library", "the candidate imports NumPy or another host array library", stage="runtime")
+def host_array_library(name: str) -> Violation:
+    """``name`` (``numpy``, ...) cannot be imported by a candidate: it would compute outside the guards."""
+    return _runtime("host-array-library", f"{name} cannot compute outputs here; compute them in your native kernel.")
+
+
+@rule("forged-message", "the candidate wrote on the judge's channel (a forged or unsolicited reply)", stage="runtime")
+def forged_message(detail: str) -> Violation:
+    """What the judge received that it did not ask for."""
+    return _runtime("forged-message", detail)
+
+
+@rule("process-state-changed", "the candidate changed its own process (threads, CPU affinity, signal handlers, "
+      "resource limits)", stage="runtime")
+def process_state_changed(changes: list[str]) -> Violation:
+    """What changed since the candidate was loaded, read by the judge from ``/proc``."""
+    return _runtime("process-state-changed", "; ".join(changes))
+
+
+@rule("excessive-speedup", "a call faster than its memory traffic allows, measured by the judge's own clock",
+      stage="runtime")
+def excessive_speedup(message: str) -> Violation:
+    """The judge's measurement is below the roofline floor: the answer did not do the work."""
+    return _runtime("excessive-speedup", message)
