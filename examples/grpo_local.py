@@ -443,22 +443,17 @@ if __name__ == "__main__":
         is_repair = np.array([REPAIR_FIELD in rows[g]["extra_info"] for g in group])
 
         # 3. Buffered Dynamic Retry: book every group
-        recovered_now = 0
+        recovered_before = buffer.stats.recovered
         for g, row in enumerate(rows):
             members = [outcomes[i] for i in np.flatnonzero(group == g)]
-            solved = any(o.solved for o in members)
-            failure = most_advanced_failure(o.failure for o in members if o.failure is not None)
-            task_id = members[0].task_id
             repair_data = row["extra_info"].get(REPAIR_FIELD)
-            if repair_data is not None:
-                repair = RepairTask(**repair_data)
-                if solved:
-                    buffer.mark_recovered(repair)
-                    recovered_now += 1
-                else:
-                    buffer.mark_failed(repair, RepairTask.from_attempt(task_id, failure) if failure else repair)
-            elif not solved and failure is not None:
-                buffer.push(RepairTask.from_attempt(task_id, failure, row["raw_prompt"][-1]["content"]))
+            buffer.book_group(
+                members[0].task_id,
+                solved=any(o.solved for o in members),
+                failure=most_advanced_failure(o.failure for o in members if o.failure is not None),
+                repair=RepairTask(**repair_data) if repair_data is not None else None,
+                origin_prompt=row["raw_prompt"][-1]["content"],
+            )
 
         # 4. GRPO advantages (verl) on the PrimeEcho trajectory rewards
         response_mask = out.batch["response_mask"].float()
@@ -508,7 +503,7 @@ if __name__ == "__main__":
             **quantiles(deviations, "mirrorpop/d_"),
             "mirrorpop/tau": args.tau,
             "retry/size": stats.size, "retry/pushed": stats.pushed, "retry/draws": stats.draws,
-            "retry/recovered": stats.recovered, "retry/recovered_this_step": recovered_now,
+            "retry/recovered": stats.recovered, "retry/recovered_this_step": stats.recovered - recovered_before,
             "retry/retried": stats.retried, "retry/dropped": stats.dropped, "retry/evicted": stats.evicted,
             "loss": float(np.mean(losses)),
             "expression_entropy": float(np.mean(entropies)) if entropies else 0.0,
