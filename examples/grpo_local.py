@@ -19,8 +19,9 @@ Every piece of a training step is the one the cluster path uses:
   instead of a vLLM server;
 - advantages: ``verl.trainer.ppo.core_algos.compute_grpo_outcome_advantage`` over groups;
 - loss: the registered ``mirrorpop`` policy loss through ``core_algos.get_policy_loss_fn``, with
-  the rollout log-probs as ``old_log_prob`` (verl's bypass mode), several minibatch updates per
-  step so that later minibatches are off-policy;
+  the rollout log-probs as ``old_log_prob`` (verl's bypass mode) and verl's
+  ``seq-mean-token-mean`` aggregation, plus an entropy bonus as verl's actor adds one; several
+  minibatch updates per step so that later minibatches are off-policy;
 - Buffered Dynamic Retry: a ``RetryBuffer``; wholly failed fresh groups push repair tasks, which
   come back as repair rows (``repair_row``) with probability ``mix_ratio``.
 
@@ -45,6 +46,7 @@ import random
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,10 @@ class Args:
     """passes over each step's batch"""
     minibatches: int = 2
     """optimizer steps per pass; every one after the first is off-policy, which MirrorPop measures"""
+    loss_agg_mode: str = "seq-mean-token-mean"
+    """verl's loss aggregation; a sequence-level mean keeps two-turn (failing) episodes from outweighing one-turn ones"""
+    entropy_coeff: float = 0.02
+    """weight of the entropy bonus at the expression choice (as verl's actor.entropy_coeff); keeps groups varied"""
     tau: float = 0.2
     """MirrorPop threshold on the mean absolute log-ratio against the rollout policy"""
     alpha: float = 0.5
@@ -251,36 +257,43 @@ class GenerateClient:
 
 
 class JudgeOnce:
-    """The real verifier, asked once per distinct (task, answer); identical answers reuse its verdict."""
+    """The real verifier, asked once per distinct (task, answer); identical answers reuse its verdict.
+
+    Concurrent requests for the same pair wait for the one evaluation in flight.
+    """
 
     def __init__(self, verifier: Verifier, enabled: bool) -> None:
         self.verifier, self.enabled = verifier, enabled
-        self.verdicts: dict[tuple[str, str], EvalResult] = {}
+        self.verdicts: dict[tuple[str, str], Future] = {}
         self.lock = threading.Lock()
         self.judged = self.reused = 0
         self.seconds = 0.0
 
     def evaluate(self, task: Any, text: str) -> EvalResult:
         """The verdict on ``text`` for ``task``."""
-        return self.evaluate_many([(task, text)])[0]
+        with self.lock:
+            verdict = self.verdicts.get((task.id, text)) if self.enabled else None
+            owner = verdict is None
+            if owner:
+                verdict = Future()
+                if self.enabled:
+                    self.verdicts[(task.id, text)] = verdict
+            else:
+                self.reused += 1
+        if owner:
+            start = time.perf_counter()
+            try:
+                verdict.set_result(self.verifier.evaluate(task, text))
+            except Exception as exc:  # noqa: BLE001 (handed to every waiter, raised below)
+                verdict.set_exception(exc)
+            with self.lock:
+                self.judged += 1
+                self.seconds += time.perf_counter() - start
+        return verdict.result()
 
     def evaluate_many(self, pairs: list[tuple[Any, str]]) -> list[EvalResult]:
-        """Verdicts in order; only unseen pairs go to the verifier."""
-        results = []
-        for task, text in pairs:
-            key = (task.id, text)
-            with self.lock:
-                known = self.verdicts.get(key) if self.enabled else None
-                self.reused += known is not None
-            if known is None:
-                start = time.perf_counter()
-                known = self.verifier.evaluate(task, text)
-                with self.lock:
-                    self.verdicts[key] = known
-                    self.judged += 1
-                    self.seconds += time.perf_counter() - start
-            results.append(known)
-        return results
+        """Verdicts in order."""
+        return [self.evaluate(task, text) for task, text in pairs]
 
     def close(self) -> None:
         """Stop the verifier's workers."""
@@ -348,7 +361,7 @@ def policy_log_probs(model: Any, grammar: Grammar, batch: Any, rows: torch.Tenso
     choice = (positions == 1) & response_mask.bool()
     probs = logp.exp()
     entropy = -(probs * torch.nan_to_num(logp, neginf=0.0)).sum(-1)
-    return token_logp, entropy[choice].detach()
+    return token_logp, entropy[choice]
 
 
 def quantiles(values: list[float], prefix: str) -> dict[str, float]:
@@ -471,8 +484,10 @@ if __name__ == "__main__":
                 mask = response_mask[rows_mb]
                 loss, metrics = policy_loss(
                     old_log_prob=old_log_prob[rows_mb], log_prob=log_prob, advantages=advantages[rows_mb],
-                    response_mask=mask, loss_agg_mode="token-mean", config=actor_config,
+                    response_mask=mask, loss_agg_mode=args.loss_agg_mode, config=actor_config,
                 )
+                if args.entropy_coeff:
+                    loss = loss - args.entropy_coeff * entropy.mean()
                 optimizer.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -480,7 +495,7 @@ if __name__ == "__main__":
                 losses.append(float(loss.detach()))
                 popped.append(metrics["actor/mirrorpop/popped_fraction"])
                 deviations += sequence_deviation(log_prob, old_log_prob[rows_mb], mask).tolist()
-                entropies += entropy.tolist()
+                entropies += entropy.detach().tolist()
 
         # 6. metrics of the step
         fresh = [o for o, r in zip(outcomes, is_repair, strict=True) if not r]
