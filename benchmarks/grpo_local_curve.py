@@ -147,7 +147,7 @@ def main() -> None:
         "",
         f"## Done criterion: mean score of the last {WINDOW} steps minus the first {WINDOW} (bar: +0.2)",
         "",
-        "| seed | first 5 | last 5 | gain | passes | run time |",
+        "| seed | first 5 | last 5 | gain | passes | training-loop time |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for seed, first, last, gain, seconds in verdicts:
