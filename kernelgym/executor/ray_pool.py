@@ -166,6 +166,9 @@ class RayExecutor:
             builds and judges a new one itself (default: on for CPU backends,
             off for GPU backends, where it would hold the GPU during a build).
         runtime_env: Ray runtime environment, used when this executor initialises Ray.
+        resources: custom Ray resources each actor requires, e.g. ``{"kernelgym_judge": 1}``: actors
+            then start only on nodes started with that resource (``ray start --resources=...``), which
+            keeps judges off the nodes that train (see ``kernelgym.training.judge_placement``).
 
     Raises:
         MissingExtraError: ``ray`` is not installed.
@@ -184,6 +187,7 @@ class RayExecutor:
         max_in_flight: int | None = None,
         judges_build_when_idle: bool | None = None,
         runtime_env: dict[str, Any] | None = None,
+        resources: dict[str, float] | None = None,
     ) -> None:
         self._ray = require_extra("ray", "ray")
         settings = settings or PoolSettings()
@@ -192,8 +196,8 @@ class RayExecutor:
         self._owns_ray = not self._ray.is_initialized()
         if self._owns_ray:
             self._ray.init(address=ray_address, runtime_env=runtime_env)
-        resources = self._ray.cluster_resources()
-        cpus, gpus = int(resources.get("CPU", 1)), int(resources.get("GPU", 0))
+        cluster = self._ray.cluster_resources()
+        cpus, gpus = int(cluster.get("CPU", 1)), int(cluster.get("GPU", 0))
         on_gpu = get_backend(backend).device_type != "cpu"
         if on_gpu and gpus == 0 and not num_workers:
             raise BackendUnavailableError(f"backend {backend!r} needs GPUs, and the Ray cluster has none")
@@ -209,9 +213,10 @@ class RayExecutor:
         body = self._ray.remote(_SandboxedWorkerActor)
         cache_dir = settings.cache_dir
         args = (dataclasses.replace(settings, cache_dir=str(cache_dir) if cache_dir is not None else None),)
+        custom = dict(resources or {})
         self._make = {
-            "build": lambda: body.options(num_cpus=1, num_gpus=0).remote(*args),
-            "judge": lambda: body.options(num_cpus=1, num_gpus=1 if on_gpu else 0).remote(*args),
+            "build": lambda: body.options(num_cpus=1, num_gpus=0, resources=custom).remote(*args),
+            "judge": lambda: body.options(num_cpus=1, num_gpus=1 if on_gpu else 0, resources=custom).remote(*args),
         }
         self._slots = {
             "build": [_Slot("build", i, self._make["build"]()) for i in range(self.num_builders)],

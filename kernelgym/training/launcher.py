@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelgym.errors import KernelGymError, require_extra
+from kernelgym.training.judge_placement import PLACEMENT_ENV_VAR, PLACEMENT_MODULE, JudgePlacement
 from kernelgym.training.mirrorpop import DEFAULT_TAU, TAU_ENV_VAR
 
 __all__ = [
@@ -264,7 +265,9 @@ def plan_training(
     """Combine a config, the command-line options and raw overrides into a :class:`TrainPlan`.
 
     Options (``None`` values are ignored): ``suite``, ``backend``, ``model``,
-    ``batch_size``, ``group_size``, ``gpus``, ``nodes``, ``max_turns``, ``tau``.
+    ``batch_size``, ``group_size``, ``gpus``, ``nodes``, ``max_turns``, ``tau``,
+    ``judges`` (where the verifier's judge workers run: :class:`~kernelgym.training.judge_placement.JudgePlacement`;
+    ``local`` by default, which a GPU backend refuses: its judges would share the training GPUs).
     Precedence, lowest first: the config's ``verl`` section, the generated paths,
     the options, ``extra_overrides`` (``key=value`` strings).
 
@@ -278,6 +281,8 @@ def plan_training(
         raise KernelGymError(f"MirrorPop tau must be >= 0, got {tau}")
     loop_settings = {**config.agent_loop, **({"max_turns": opts["max_turns"]} if "max_turns" in opts else {})}
     output_dir = Path(output_dir).expanduser().resolve()
+    placement = JudgePlacement.from_spec(str(opts.get("judges", "local")), config.backend)
+    modules = f"{PLUGIN_MODULE},{PLACEMENT_MODULE}"
 
     overrides: dict[str, Any] = {}
     for key, value in config.verl.items():
@@ -288,7 +293,8 @@ def plan_training(
         "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(output_dir / "agent_loop.yaml"),
         "trainer.default_local_dir": str(output_dir / "checkpoints"),
         _RUNTIME_ENV + TAU_ENV_VAR: str(tau),
-        _RUNTIME_ENV + "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE,
+        _RUNTIME_ENV + PLACEMENT_ENV_VAR: placement.to_env(),
+        _RUNTIME_ENV + "VERL_USE_EXTERNAL_MODULES": modules,
     }
     option_keys = {
         "model": "actor_rollout_ref.model.path",
@@ -317,7 +323,7 @@ def plan_training(
         val_rows=tuple(rows),
         agent_loop=({"name": AGENT_LOOP_NAME, "_target_": AGENT_LOOP_TARGET, **loop_settings},),
         overrides=overrides,
-        env={TAU_ENV_VAR: str(tau), "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE},
+        env={TAU_ENV_VAR: str(tau), PLACEMENT_ENV_VAR: placement.to_env(), "VERL_USE_EXTERNAL_MODULES": modules},
     )
 
 
@@ -336,6 +342,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, default=None, help="nodes (trainer.nnodes)")
     parser.add_argument("--max-turns", type=int, default=None, help="attempts per episode")
     parser.add_argument("--tau", type=float, default=None, help="MirrorPop threshold")
+    parser.add_argument("--judges", default=None,
+                        help="where judge workers run: ray[:RESOURCE[:N]] (Ray actors needing a custom resource), "
+                        "local (CPU backends only) or colocated (on the training GPUs, explicitly) (default: local)")
     parser.add_argument("--dry-run", action="store_true", help="write the files and print the command, do not run it")
     parser.add_argument("overrides", nargs="*", help="more Hydra overrides for verl, key=value")
 
@@ -352,7 +361,7 @@ def train_main(args: argparse.Namespace) -> int:
     options = {
         "suite": args.suite, "backend": args.backend, "model": args.model, "batch_size": args.batch_size,
         "group_size": args.group_size, "gpus": args.gpus, "nodes": args.nodes, "max_turns": args.max_turns,
-        "tau": args.tau,
+        "tau": args.tau, "judges": args.judges,
     }
     plan = plan_training(config, args.output_dir, options, args.overrides)
     plan.write_files()
@@ -364,5 +373,5 @@ def train_main(args: argparse.Namespace) -> int:
     require_extra("verl", "verl")
     env = {**os.environ, **plan.env}
     if os.environ.get("VERL_USE_EXTERNAL_MODULES"):
-        env["VERL_USE_EXTERNAL_MODULES"] = f"{os.environ['VERL_USE_EXTERNAL_MODULES']},{PLUGIN_MODULE}"
+        env["VERL_USE_EXTERNAL_MODULES"] = f"{os.environ['VERL_USE_EXTERNAL_MODULES']},{plan.env['VERL_USE_EXTERNAL_MODULES']}"
     return subprocess.run(command, env=env, check=False).returncode

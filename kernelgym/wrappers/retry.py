@@ -279,6 +279,43 @@ class RetryBuffer:
         self._append(rebuffered)
         return rebuffered
 
+    def book_group(
+        self,
+        task_id: str,
+        solved: bool,
+        failure: Attempt | None,
+        repair: RepairTask | None = None,
+        origin_prompt: str | None = None,
+    ) -> None:
+        """Book one finished group of episodes.
+
+        A repair group (``repair`` given) that solved its task counts as recovered; one that
+        failed is re-buffered with its newest failure (or dropped, see :meth:`mark_failed`).
+        A fresh group that failed pushes a repair task made from its most advanced failure.
+
+        Args:
+            task_id: the task the group attempted.
+            solved: some attempt of the group was legal and correct.
+            failure: the group's most advanced failure (:func:`most_advanced_failure`), if any.
+            repair: the repair task the group was served, ``None`` for a fresh group.
+            origin_prompt: the task's prompt, kept by a pushed repair task.
+
+        Example:
+            >>> buffer = RetryBuffer()
+            >>> failed = Attempt("x", EvalResult("t", "cpp", "compile_error", parsed=True, legal=True))
+            >>> buffer.book_group("t", solved=False, failure=failed, origin_prompt="Write ModelNew.")
+            >>> buffer.book_group("t", solved=True, failure=None, repair=buffer.draw(np.random.default_rng(0)))
+            >>> buffer.stats.pushed, buffer.stats.recovered
+            (1, 1)
+        """
+        if repair is not None:
+            if solved:
+                self.mark_recovered(repair)
+            else:
+                self.mark_failed(repair, RepairTask.from_attempt(task_id, failure) if failure else repair)
+        elif not solved and failure is not None:
+            self.push(RepairTask.from_attempt(task_id, failure, origin_prompt))
+
     def _append(self, task: RepairTask) -> None:
         self._tasks.append(task)
         while len(self._tasks) > self.capacity:
@@ -411,14 +448,7 @@ class BufferedDynamicRetry(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._group_booked = True
         solved = any(a.solved for a in self._attempts)
         failure = most_advanced_failure(self._attempts)
-        if self._repair is not None:
-            if solved:
-                self.buffer.mark_recovered(self._repair)
-            else:
-                newer = RepairTask.from_attempt(self._task_id, failure) if failure else self._repair
-                self.buffer.mark_failed(self._repair, newer)
-        elif not solved and failure is not None:
-            self.buffer.push(RepairTask.from_attempt(self._task_id, failure, self._origin_prompt))
+        self.buffer.book_group(self._task_id, solved, failure, self._repair, self._origin_prompt)
 
     def _rewrite(self, obs: Any) -> Any:
         if self._repair is None:

@@ -7,7 +7,7 @@ pinning, and the timing loop driven by a small recording timer.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +22,6 @@ from kernelgym.backends.cuda import (
     l2_flush_bytes,
     peak_bandwidth_gbs,
     pinned_device,
-    time_rotated,
 )
 from kernelgym.errors import BackendUnavailableError
 from kernelgym.executor import LocalExecutor, PoolSettings
@@ -77,53 +76,52 @@ def test_gpu_backends_lift_the_address_space_limit() -> None:
     assert isinstance(get_backend("cuda"), GpuBackend)
 
 
-class RecordingTimer:
-    """A RunTimer that notes every call and returns one fixed duration per run."""
+class RecordingBackend(Backend):
+    """A host backend whose poisoning, timer and synchronization note what happens, in order."""
 
-    def __init__(self, fail_on_sync: int | None = None) -> None:
+    def __init__(self) -> None:
         self.log: list[str] = []
-        self.syncs = 0
-        self.fail_on_sync = fail_on_sync
 
-    def flush(self) -> None:
-        self.log.append("flush")
-
-    def start(self) -> None:
-        self.log.append("start")
-
-    def stop(self) -> None:
-        self.log.append("stop")
+    def poison_memory(self) -> None:
+        self.log.append("poison")
 
     def synchronize(self) -> None:
-        self.syncs += 1
         self.log.append("sync")
-        if self.fail_on_sync is not None and self.syncs >= self.fail_on_sync:
-            raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
-    def elapsed_ms(self) -> list[float]:
-        return [0.5] * self.log.count("start")
+    def call_timer(self) -> Any:
+        backend = self
 
+        class Timer:
+            def flush(self) -> None:
+                backend.log.append("flush")
 
-def test_timing_loop_flushes_outside_the_timed_region_and_rotates_inputs() -> None:
-    timer = RecordingTimer()
-    seen: list[Any] = []
+            def start(self) -> None:
+                backend.log.append("start")
 
-    def fn(inputs: Sequence[Any]) -> None:
-        timer.log.append("fn")
-        seen.append(inputs[0])
+            def stop(self) -> None:
+                backend.log.append("stop")
 
-    times = time_rotated(fn, [["a"], ["b"], ["c"]], warmup=2, runs=5, timer=timer)
-    assert times == [0.5] * 5
-    assert seen == ["a", "b", "a", "b", "c", "a", "b"]  # 2 warm-up calls, then 5 rotated timed calls
-    timed = timer.log[timer.log.index("sync") + 1 :]
-    assert timed == ["flush", "start", "fn", "stop", "sync"] * 5
+            def elapsed_ms(self) -> float:
+                return 0.5
+
+        return Timer()
 
 
-def test_timing_loop_raises_the_device_error_of_the_failing_call() -> None:
-    timer = RecordingTimer(fail_on_sync=3)
-    with pytest.raises(RuntimeError, match="illegal memory access"):
-        time_rotated(lambda _inputs: None, [[1]], warmup=1, runs=10, timer=timer)
-    assert timer.log.count("start") == 2
+def test_every_call_is_made_the_same_way_with_flush_and_poison_outside_the_timed_region() -> None:
+    from kernelgym.backends import KernelTracker
+    from kernelgym.verifier.candidate_side import run_call
+
+    backend = RecordingBackend()
+
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            backend.log.append("forward")
+            return torch.empty_like(x)
+
+    leaves, reply = run_call(Model(), [torch.ones(3)], backend, KernelTracker(), False, False)
+    assert backend.log == ["poison", "flush", "start", "forward", "stop", "sync"]
+    assert reply["ms"] == 0.5 and reply["ops"] == [] and reply["leaves"][0]["shape"] == [3]
+    assert len(leaves) == 1
 
 
 class TwoGpuBackend(Backend):
@@ -146,17 +144,17 @@ def test_local_executor_starts_one_pinned_worker_per_gpu(tmp_path: Any) -> None:
     executor = LocalExecutor(PoolSettings(backend="test-two-gpus", cache_dir=tmp_path))
     try:
         assert executor.num_workers == 2
-        assert sorted(w.device_index for w in executor._idle) == [0, 1]
+        assert sorted(w.device_index for w in executor._judges.idle) == [0, 1]
     finally:
         executor.close()
     shared = LocalExecutor(PoolSettings(backend="test-two-gpus", num_workers=3, cache_dir=tmp_path))
     try:
-        assert sorted(w.device_index for w in shared._idle) == [0, 0, 1]
+        assert sorted(w.device_index for w in shared._judges.idle) == [0, 0, 1]
     finally:
         shared.close()
     cpu = LocalExecutor(PoolSettings(backend="cpp", num_workers=1, cache_dir=tmp_path))
     try:
-        assert [w.device_index for w in cpu._idle] == [None]
+        assert [w.device_index for w in cpu._judges.idle] == [None]
     finally:
         cpu.close()
 

@@ -11,9 +11,11 @@ import json
 
 import pytest
 
+from kernelgym.errors import KernelGymError
+from kernelgym.training.judge_placement import PLACEMENT_ENV_VAR, PLACEMENT_MODULE, JudgePlacement
+
 yaml = pytest.importorskip("yaml")
 
-from kernelgym.errors import KernelGymError  # noqa: E402
 from kernelgym.training.launcher import (  # noqa: E402
     DEFAULT_CONFIG,
     PLUGIN_MODULE,
@@ -50,7 +52,9 @@ def test_options_and_raw_overrides_take_precedence(config, tmp_path):
     assert plan.overrides["actor_rollout_ref.rollout.n"] == 2 and plan.overrides["trainer.n_gpus_per_node"] == 1
     assert plan.overrides["trainer.total_epochs"] == "3" and plan.overrides["data.train_batch_size"] == "6"
     assert plan.overrides["data.train_files"] == str(tmp_path / "train.jsonl")
-    assert plan.env == {TAU_ENV_VAR: "0.5", "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
+    assert plan.env[TAU_ENV_VAR] == "0.5"
+    assert plan.env["VERL_USE_EXTERNAL_MODULES"] == f"{PLUGIN_MODULE},{PLACEMENT_MODULE}"
+    assert JudgePlacement.from_env(plan.env[PLACEMENT_ENV_VAR]).mode == "local"
     assert plan.agent_loop[0]["max_turns"] == 2 and plan.agent_loop[0]["name"] == "kernelgym"
     command = plan.command("python")
     assert command[:3] == ["python", "-m", "verl.trainer.main_ppo"]
@@ -104,3 +108,13 @@ def test_the_command_composes_into_a_valid_verl_config(config, tmp_path):
     assert composed.trainer.v1.sampler.sampler_kwargs.train_batch_size == composed.data.train_batch_size
     assert composed.ray_kwargs.ray_init.runtime_env.env_vars[TAU_ENV_VAR] == "0.2"
     assert omega_conf_to_dataclass(composed.actor_rollout_ref.actor).policy_loss.loss_mode == "mirrorpop"
+
+
+def test_judges_of_a_gpu_backend_must_be_placed_off_the_training_gpus(config, tmp_path):
+    with pytest.raises(KernelGymError, match="judge"):
+        plan_training(config, tmp_path, {"suite": "gpu", "backend": "cuda"})
+    plan = plan_training(config, tmp_path, {"suite": "gpu", "backend": "cuda", "judges": "ray:kernelgym_judge:2"})
+    placement = JudgePlacement.from_env(plan.env[PLACEMENT_ENV_VAR])
+    assert (placement.mode, placement.resource, placement.num_workers) == ("ray", "kernelgym_judge", 2)
+    key = "+ray_kwargs.ray_init.runtime_env.env_vars." + PLACEMENT_ENV_VAR
+    assert plan.overrides[key] == plan.env[PLACEMENT_ENV_VAR]
