@@ -135,7 +135,7 @@ def _eval(args: argparse.Namespace) -> int:
     from kernelgym.executor import Verifier
     from kernelgym.verifier import VerifierConfig
 
-    config = VerifierConfig(runs=args.runs, compile_baseline=args.compile_baseline, timing=not args.no_timing)
+    config = VerifierConfig(runs=args.runs, compile_baseline=args.compile_baseline, timing=not args.no_timing, rules=args.rules)
     backend = args.backend or default_backend(args.suite)
     with Verifier(backend=backend, config=config, **executor_kwargs(args)) as verifier:
         result = verifier.evaluate(task, text)
@@ -170,7 +170,8 @@ def _eval_many(args: argparse.Namespace) -> int:
         ray_address=args.ray_address,
         num_workers=args.workers,
         cache_dir=args.cache_dir,
-        verifier=VerifierConfig(runs=args.runs, compile_baseline=args.compile_baseline, timing=not args.no_timing),
+        verifier=VerifierConfig(runs=args.runs, compile_baseline=args.compile_baseline, timing=not args.no_timing,
+                                rules=args.rules),
         batch_size=args.batch_size,
         plots=not args.no_plots,
         progress=not args.quiet,
@@ -226,6 +227,9 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--runs", type=_positive_int, default=None, help="timed runs (default: the backend's, 20 on a CPU, 100 on a GPU)")
     ev.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(Model)")
     ev.add_argument("--no-timing", action="store_true", help="skip the timing stage")
+    ev.add_argument("--rules", choices=("native", "kernelbench"), default="native",
+                    help="rule preset: native (no PyTorch/ATen compute in ModelNew) or kernelbench (PyTorch ops allowed "
+                    "as KernelBench allows them; every hack defense on) (default: native)")
     add_executor_arguments(ev)
     many = ev.add_argument_group("many answers")
     many.add_argument("--out", default=None, help="run folder (default: runs/eval/<name of ANSWER>)")

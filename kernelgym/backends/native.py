@@ -74,6 +74,10 @@ _SAFE_FLAG = re.compile(
 )
 
 
+ADMITTED_CONCERNS: set[str] = set()
+"""Native-symbol concerns the judge's rule preset admits (``kernelbench``: ATen compute); set in a candidate process."""
+
+
 class BuildError(Exception):
     """A native build failed. ``log`` holds the compiler output."""
 
@@ -413,7 +417,7 @@ def intercept_load_inline(
                     raise BuildError("native build failed", log=str(exc)) from None
                 (build_dir / "ok").write_text(key_material)
             imported, exported = extension_symbols(library)
-            findings = forbidden_symbols(imported, allow_list, exported)
+            findings = [f for f in forbidden_symbols(imported, allow_list, exported) if f.concern not in ADMITTED_CONCERNS]
             if findings:
                 raise ForbiddenSymbolsError(findings)
             module = _import_extension(module_name, library)

@@ -19,6 +19,7 @@ from kernelgym.bench.runner import run_bench
 from kernelgym.errors import KernelGymError
 from kernelgym.executor.arguments import add_executor_arguments
 from kernelgym.verifier.config import VerifierConfig
+from kernelgym.verifier.presets import PRESETS
 
 __all__ = ["add_bench_arguments", "bench_main"]
 
@@ -70,6 +71,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     judge.add_argument("--runs", type=int, default=defaults.runs, help="timed calls (default: the backend's, 20 on a CPU, 100 on a GPU)")
     judge.add_argument("--no-timing", action="store_true", help="skip timing (speedup metrics become 0)")
     judge.add_argument("--compile-baseline", action="store_true", help="also time torch.compile (faster vs compile)")
+    judge.add_argument("--rules", choices=sorted(PRESETS), default=defaults.rules,
+                       help="rule preset: native (no PyTorch/ATen compute in ModelNew) or kernelbench (PyTorch ops "
+                       f"allowed as KernelBench allows them; every hack defense on) (default: {defaults.rules})")
     judge.add_argument("--faster-threshold", type=float, default=defaults.faster_threshold,
                        help=f"speedup above which an answer is faster (default: {defaults.faster_threshold})")
 
@@ -100,6 +104,7 @@ def _config_from_args(args: argparse.Namespace) -> BenchConfig:
         timing=not args.no_timing,
         compile_baseline=args.compile_baseline,
         faster_threshold=args.faster_threshold,
+        rules=args.rules,
     )
     return BenchConfig(
         suite=args.suite,

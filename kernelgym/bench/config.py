@@ -105,6 +105,7 @@ class BenchSummary:
         metrics: the metrics (first turn, best turn, per turn, per level).
         out_dir: the run folder.
         files: the files written, relative to ``out_dir``.
+        rules: the rule preset the answers were judged by.
     """
 
     suite: str
@@ -121,6 +122,7 @@ class BenchSummary:
     metrics: BenchMetrics
     out_dir: str
     files: tuple[str, ...] = ()
+    rules: str = "native"
 
     def to_dict(self) -> dict[str, Any]:
         """A plain-JSON dict (what ``summary.json`` holds)."""
@@ -141,7 +143,7 @@ class BenchSummary:
         ]
         first, best = self.metrics.first_turn, self.metrics.best_turn
         lines = [
-            f"{self.agent} on {self.suite} ({self.backend}, {len(self.task_ids)} tasks, k={self.k}, "
+            f"{self.agent} on {self.suite} ({self.backend}, {self.rules} rules, {len(self.task_ids)} tasks, k={self.k}, "
             f"turns={self.turns}, {self.attempts} attempts{'' if self.complete else ', INCOMPLETE'})",
             f"{'metric':<34}{'first turn':>12}{'best turn':>12}",
         ]

@@ -269,6 +269,7 @@ def write_summary(config: BenchConfig, agent_name: str, backend: str, suite: Tas
         timing_meaningful=any(r.get("timing_meaningful") for r in records),
         metrics=metrics,
         out_dir=str(out),
+        rules=config.verifier.rules,
     )
     files = [ATTEMPTS_FILE, RUN_FILE, SUMMARY_FILE]
     if config.plots:

@@ -142,6 +142,15 @@ class CandidateProcess:
         except (OSError, ValueError, IndexError):
             return 0.0
 
+    def libraries(self) -> list[str]:
+        """Shared objects mapped into the process, from ``/proc/<pid>/maps`` (whatever loaded them)."""
+        try:
+            with open(f"/proc/{self.pid}/maps") as handle:
+                paths = {line.split(None, 5)[5].strip() for line in handle if len(line.split(None, 5)) == 6}
+        except OSError:
+            return []
+        return sorted(p for p in paths if p.startswith("/") and ".so" in Path(p).name)
+
     def process_state(self) -> dict[str, Any]:
         """What the candidate could change about its own process: threads, affinity, signal handlers, limits."""
         state: dict[str, Any] = {}

@@ -98,7 +98,7 @@ class Verifier:
 
     def prepare(self, task: Task, text: str) -> EvalResult | JudgeJob:
         """Run the static stages; return the final result if they reject the answer, else the job for a worker."""
-        outcome = run_static_stages(task, text, self.backend)
+        outcome = run_static_stages(task, text, self.backend, self.config.rules)
         if outcome.rejection is not None:
             return outcome.rejection
         seeds = tuple(self._rng.randrange(2**31) for _ in range(self.config.trials + 3))

@@ -190,6 +190,7 @@ def failure_result(job: JudgeJob, status: Status, sentence: str, stage: str) -> 
         score=score,
         seconds=StageSeconds(extract=job.extract_seconds, inspect=job.inspect_seconds),
         seeds=job.seeds[: job.config.trials + 1],
+        rules=job.config.rules,
     )
 
 

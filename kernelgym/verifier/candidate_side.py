@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from kernelgym.backends import Backend, BuildRecord, KernelTracker
+from kernelgym.backends import Backend, BuildRecord, KernelTracker, native
 from kernelgym.backends.native import BuildError, ForbiddenSymbolsError
 from kernelgym.verifier.compare import flatten_outputs
 from kernelgym.verifier.guard import AtenGuard, GlobalState, compute_ops
@@ -200,7 +200,8 @@ class CandidateSide:
     def cmd_ping(self) -> dict[str, Any]:
         return {"ok": True}
 
-    def cmd_load(self, code: str) -> dict[str, Any]:
+    def cmd_load(self, code: str, admitted_concerns: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+        native.ADMITTED_CONCERNS.update(admitted_concerns)
         try:
             with self.backend.build_hooks(self.build_root, self.tracker, self.builds):
                 self.module = _load_module("candidate", code, self.work_dir)

@@ -42,6 +42,10 @@ class CandidateChannel(Protocol):
         """CPU time the candidate's main thread has run so far, read from outside."""
         ...
 
+    def libraries(self) -> list[str]:
+        """Paths of the shared objects mapped into the candidate process, read from outside."""
+        ...
+
     def process_state(self) -> dict[str, Any]:
         """Threads, affinity, signal handlers and resource limits of the candidate process, read from outside."""
         ...

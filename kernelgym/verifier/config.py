@@ -63,6 +63,8 @@ class VerifierConfig:
         reward: how the score is computed.
         timeouts: per-stage wall-clock budgets.
         memory_limit_gb: address-space limit of a worker process.
+        rules: the rule preset, ``native`` (no PyTorch/ATen compute; the default) or ``kernelbench``
+            (PyTorch operators allowed in ``ModelNew``; every hack defense on): :mod:`kernelgym.verifier.presets`.
     """
 
     trials: int = 3
@@ -82,8 +84,12 @@ class VerifierConfig:
     reward: RewardSpec = field(default_factory=RewardSpec)
     timeouts: StageTimeouts = field(default_factory=StageTimeouts)
     memory_limit_gb: float = 16.0
+    rules: str = "native"
 
     def __post_init__(self) -> None:
+        from kernelgym.verifier.presets import get_preset
+
+        get_preset(self.rules)
         if self.trials < 3:
             raise ValueError("VerifierConfig.trials must be at least 3")
         if (self.runs is not None and self.runs < 1) or self.warmup < 0 or self.input_sets < 1:

@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import importlib.util
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -28,9 +29,11 @@ import torch
 
 from kernelgym.backends import Backend, BuildRecord
 from kernelgym.backends.native import trim_compiler_log
+from kernelgym.backends.symbols import exported_symbols, forbidden_symbols, imported_symbols
 from kernelgym.verifier.channel import CandidateChannel, CandidateCrash, CandidateProtocolError, CandidateTimeout
 from kernelgym.verifier.compare import Comparison, Mismatch, compare_outputs, flatten_outputs, same_bytes
 from kernelgym.verifier.job import JudgeJob
+from kernelgym.verifier.presets import get_preset
 from kernelgym.verifier.result import Status, Violation
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.trial_inputs import SharedBuffers
@@ -137,6 +140,8 @@ class Harness:
         self.rng = random.SystemRandom()
         self.build_root = work_dir
         self.stage_name, self.stage_budget, self.deadline = "build", 0.0, 0.0
+        self.preset = get_preset(job.config.rules)
+        self.checked_libraries: set[Path] = set()
 
     # --- the stage clock ----------------------------------------------------------------------
 
@@ -182,12 +187,13 @@ class Harness:
                     raise AttributeError(f"the task program does not define {name}")
         except Exception as exc:  # the task itself is broken: not the candidate's fault
             raise Verdict(Status.RUNTIME_ERROR, [f"Task error in {task.id}: {type(exc).__name__}: {exc}"]) from None
-        reply = self.ask("load", self.job.code)
+        reply = self.ask("load", self.job.code, sorted(self.preset.admitted_concerns))
         self.builds = [BuildRecord(str(k), float(s), bool(h)) for k, s, h in reply.get("builds", [])]
         _require_ok(reply)
         if "Model" in reply.get("mro", []):
             raise illegal_verdict("ModelNew derives from the reference Model.", runtime.inherits_model())
         self.observe_state(reply, "while loading")
+        self.check_libraries()
         self.baseline = self.candidate.process_state()
 
     def observe_state(self, reply: dict[str, Any], when: str) -> None:
@@ -195,8 +201,31 @@ class Harness:
         if changes:
             raise illegal_verdict(f"The candidate changed global state {when}.", runtime.global_state_changed([str(c) for c in changes]))
 
+    def check_libraries(self) -> None:
+        """Check, here, every built extension mapped into the candidate's process against the symbol allow-list.
+
+        The candidate process refuses such builds itself before importing them, but that process is the
+        candidate's; this check reads ``/proc/<pid>/maps`` and runs ``nm`` from the judge's side.
+        """
+        builds = self.build_root.resolve()
+        for path in self.candidate.libraries():
+            library = Path(path)
+            if library in self.checked_libraries or builds not in library.parents or "aten_observer" in library.parts:
+                continue
+            self.checked_libraries.add(library)
+            try:
+                imported, exported = imported_symbols(library), exported_symbols(library)
+            except (OSError, subprocess.SubprocessError):
+                continue  # no nm here: the candidate side's own check stands
+            findings = [f for f in forbidden_symbols(imported, self.job.backend, exported) if f.concern not in self.preset.admitted_concerns]
+            if findings:
+                detail = " ".join(f.sentence for f in findings[:4])
+                raise illegal_verdict("Your compiled extension links against functions a native kernel must not use.",
+                                      runtime.forbidden_native_symbol(detail))
+
     def check_process(self, when: str) -> None:
         """Threads, affinity, signal handlers and limits of the candidate's process are as they were after loading."""
+        self.check_libraries()
         now = self.candidate.process_state()
         changes = [f"{key} {self.baseline.get(key)} -> {value}" for key, value in now.items() if self.baseline.get(key) != value]
         if changes:
@@ -278,11 +307,11 @@ class Harness:
         reply, own = self.measured("call", training, grad)
         _require_ok(reply)
         ops = [str(op) for op in reply.get("ops", [])]
-        if ops:
+        if ops and "aten-fallback" not in self.preset.waived:
             listed = ", ".join(f"aten.{op}" for op in ops[:12])
             raise illegal_verdict("PyTorch computed part of the answer during ModelNew.forward.", runtime.aten_fallback(listed))
         calls = int(reply.get("kernel_calls", 0))
-        if calls == 0:
+        if calls == 0 and "decoy-kernel" not in self.preset.waived:
             raise illegal_verdict("No custom kernel ran during ModelNew.forward.", runtime.decoy_kernel())
         self.kernel_calls = calls
         self.observe_state(reply, "during ModelNew.forward")

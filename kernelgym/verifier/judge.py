@@ -211,4 +211,5 @@ def _result(job: JudgeJob, backend: Backend, progress: Progress, h: Harness, sta
         custom_kernel_calls=h.kernel_calls,
         seeds=job.seeds[: config.trials + 1],
         device=backend.device_name(),
+        rules=config.rules,
     )

@@ -114,6 +114,7 @@ class EvalResult:
         custom_kernel_calls: native kernel entry points/launches seen during one forward.
         seeds: the seeds used for the correctness trials (reproducibility).
         device: the device the candidate ran on, in words.
+        rules: the rule preset it was judged by (``native`` or ``kernelbench``).
     """
 
     task_id: str
@@ -142,6 +143,7 @@ class EvalResult:
     custom_kernel_calls: int = 0
     seeds: tuple[int, ...] = ()
     device: str = ""
+    rules: str = "native"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))

@@ -17,6 +17,7 @@ from kernelgym.tasks.task import Task
 from kernelgym.verifier.extract import FormatError, extract_program
 from kernelgym.verifier.feedback import compose_feedback
 from kernelgym.verifier.inspect import inspect_program
+from kernelgym.verifier.presets import get_preset
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status
 
 __all__ = ["StaticOutcome", "run_static_stages"]
@@ -38,8 +39,8 @@ class StaticOutcome:
     rejection: EvalResult | None = None
 
 
-def run_static_stages(task: Task, text: str, backend: str) -> StaticOutcome:
-    """Extract the program from ``text`` and inspect it against the rules for ``backend``.
+def run_static_stages(task: Task, text: str, backend: str, rules: str = "native") -> StaticOutcome:
+    """Extract the program from ``text`` and inspect it against the rules of preset ``rules`` for ``backend``.
 
     Example:
         >>> from kernelgym.tasks import load_suite
@@ -53,15 +54,17 @@ def run_static_stages(task: Task, text: str, backend: str) -> StaticOutcome:
     except FormatError as exc:
         seconds = StageSeconds(extract=time.perf_counter() - start)
         feedback = compose_feedback(Status.FORMAT_ERROR, [str(exc)])
-        return StaticOutcome("", seconds, EvalResult(task.id, backend, Status.FORMAT_ERROR, feedback=feedback, seconds=seconds))
+        return StaticOutcome("", seconds, EvalResult(task.id, backend, Status.FORMAT_ERROR, feedback=feedback, seconds=seconds,
+                                                     rules=rules))
     extracted = time.perf_counter()
-    violations = inspect_program(code, backend, reference=task.source)
+    waived = get_preset(rules).waived
+    violations = tuple(v for v in inspect_program(code, backend, reference=task.source) if v.rule not in waived)
     seconds = StageSeconds(extract=extracted - start, inspect=time.perf_counter() - extracted)
     if not violations:
         return StaticOutcome(code, seconds)
     details = [f"Static analysis found {len(violations)} rule violation(s):"]
     rejection = EvalResult(
         task.id, backend, Status.ILLEGAL, parsed=True, violations=tuple(violations),
-        feedback=compose_feedback(Status.ILLEGAL, details, violations), seconds=seconds,
+        feedback=compose_feedback(Status.ILLEGAL, details, violations), seconds=seconds, rules=rules,
     )
     return StaticOutcome(code, seconds, rejection)

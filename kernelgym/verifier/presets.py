@@ -1,0 +1,72 @@
+"""Rule presets: which rules a judgement enforces.
+
+Holds:
+    RulePreset: a named preset: the rules it waives and the native-symbol concerns it admits.
+    PRESETS: ``native`` (the default) and ``kernelbench``.
+    get_preset: a preset by name, with a clear error for an unknown one.
+
+``native`` is MooreEval's rule: no PyTorch/ATen fallback, every output computed
+by the candidate's own kernel. ``kernelbench`` judges by KernelBench's own rule,
+where PyTorch operators are allowed inside ``ModelNew`` (numbers comparable with
+its leaderboard); every hack defense stays on: streams, threads, caches,
+forging, timing tricks, process state, precision, host array libraries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelgym.errors import KernelGymError
+
+__all__ = ["RulePreset", "PRESETS", "get_preset"]
+
+
+@dataclass(frozen=True)
+class RulePreset:
+    """What a preset changes from the full rule set.
+
+    Attributes:
+        name: the preset's name (recorded in every result).
+        waived: rule ids not enforced (static and runtime).
+        admitted_concerns: native-symbol concerns a built extension may link against
+            (see :mod:`kernelgym.backends.symbols`).
+        summary: one sentence, for docs and ``--help``.
+    """
+
+    name: str
+    waived: frozenset[str]
+    admitted_concerns: frozenset[str]
+    summary: str
+
+
+PRESETS = {
+    "native": RulePreset(
+        "native", frozenset(), frozenset(),
+        "native kernels only: no PyTorch/ATen compute in ModelNew or its extensions (MooreEval's rule; the default)",
+    ),
+    "kernelbench": RulePreset(
+        "kernelbench",
+        frozenset({
+            "torch-compute-in-forward", "kernel-not-called", "no-native-kernel", "native-torch-compute", "native-library",
+            "try-except-fallback", "aten-fallback", "decoy-kernel",
+        }),
+        frozenset({"ATen compute", "vendor library"}),
+        "PyTorch operators allowed in ModelNew, as KernelBench allows them; every hack defense stays on",
+    ),
+}
+
+
+def get_preset(name: str) -> RulePreset:
+    """The preset called ``name``.
+
+    Raises:
+        KernelGymError: no preset has that name.
+
+    Example:
+        >>> sorted(get_preset("kernelbench").waived)[:2]
+        ['aten-fallback', 'decoy-kernel']
+    """
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise KernelGymError(f"unknown rule preset {name!r}; choose one of: {', '.join(PRESETS)}") from None
