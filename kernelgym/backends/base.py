@@ -165,6 +165,11 @@ class Backend:
         return contextlib.nullcontext()
 
     @property
+    def host_array_libraries_needed(self) -> bool:
+        """Whether the backend's own runtime imports NumPy in the candidate's process (then it cannot be blocked)."""
+        return False
+
+    @property
     def timing_meaningful(self) -> bool:
         """Whether timings on this machine mean anything (``False`` under an interpreter)."""
         return True

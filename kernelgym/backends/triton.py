@@ -121,6 +121,12 @@ class TritonBackend(GpuBackend):
         return interpreter_requested() or not self.device_available()
 
     @property
+    def host_array_libraries_needed(self) -> bool:
+        """Yes: Triton's interpreter and parts of its runtime import NumPy, so a Triton candidate may too
+        (the static rules still refuse NumPy compute in ``forward``)."""
+        return True
+
+    @property
     def timing_meaningful(self) -> bool:
         """Interpreter timings measure Python, not the kernel: not meaningful."""
         return not self.interpreted

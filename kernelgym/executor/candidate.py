@@ -271,8 +271,9 @@ def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPo
     build_root = cache_dir / "builds"
     backend.prepare_worker(build_root)  # a device context, created here and never in the factory
     restrict_filesystem(tuple(spec["writable"]))
-    for name in BLOCKED_MODULES:  # host array libraries cannot compute outputs: the candidate cannot import them
-        sys.modules[name] = None  # type: ignore[assignment]
+    if not backend.host_array_libraries_needed:  # host array libraries cannot compute outputs: not importable
+        for name in BLOCKED_MODULES:
+            sys.modules[name] = None  # type: ignore[assignment]
     side = CandidateSide(backend, directory, build_root, observer)
     conn.send_bytes(json.dumps({"ready": True}).encode())
     side.serve(lambda: pickle.loads(conn.recv_bytes()), conn.send_bytes)
