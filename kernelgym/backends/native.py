@@ -401,6 +401,9 @@ def intercept_load_inline(
             hit = library.exists() and (build_dir / "ok").exists()
             if not hit:
                 build_dir.mkdir(parents=True, exist_ok=True)
+                # torch's own build baton is a file that a killed build leaves behind, and torch then waits on it
+                # forever; the lock held here already keeps every other builder of this key out.
+                (build_dir / "lock").unlink(missing_ok=True)
                 try:
                     real_load_inline(
                         name=module_name,
