@@ -10,11 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kernelgym.verifier.extract import FormatError, extract_program
 from kernelgym.verifier.inspect import RULES, NativeSource, inspect_program, native_sources
 from kernelgym.verifier.result import Violation
 
 ROOT = Path(__file__).resolve().parents[2]
 HACKS = sorted((ROOT / "tests" / "hacks").glob("*/*.py"))
+# Patterns 1-23 are the known reward hacks (docs/hacks.md); 24-33 the classes of issue 14 and 15 (forging from
+# inside the candidate, watched vs timed calls, two readings of one program, process state, assumed weights).
+LAST_PATTERN = 33
 LEGIT = sorted((ROOT / "tests" / "legit").glob("*/*.py"))
 SOLUTIONS = sorted((ROOT / "kernelgym" / "tasks" / "suites").glob("*/solutions/**/*.py"))
 
@@ -636,8 +640,12 @@ def backend_of(path: Path) -> str:
 def test_hack_sample(path):
     fields = header(path)
     assert set(fields) == {"task", "expect", "rule", "pattern"}, fields
-    assert fields["expect"] in ("illegal", "incorrect")
-    assert 1 <= int(fields["pattern"].split()[0]) <= 23
+    assert fields["expect"] in ("illegal", "incorrect", "ok", "format_error")
+    assert 1 <= int(fields["pattern"].split()[0]) <= LAST_PATTERN
+    if fields["expect"] == "format_error":  # refused by extraction, before any rule reads it
+        with pytest.raises(FormatError):
+            extract_program(path.read_text())
+        return
     found = inspect_program(path.read_text(), backend_of(path))
     if fields["rule"] in RULES:
         assert fields["expect"] == "illegal"
@@ -649,7 +657,7 @@ def test_hack_sample(path):
 
 def test_hack_corpus_covers_every_pattern():
     patterns = {int(header(p)["pattern"].split()[0]) for p in HACKS}
-    assert patterns == set(range(1, 24))
+    assert patterns == set(range(1, LAST_PATTERN + 1))
     assert any(header(p)["rule"] not in RULES for p in HACKS)
 
 
