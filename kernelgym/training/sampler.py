@@ -293,14 +293,8 @@ class BufferedDynamicRetrySampler(ReplayBuffer):
         failure = most_advanced_failure(o.failure for o in outcomes if o.failure is not None)
         task_id = outcomes[0].task_id
         repair = _repair_from_dict(trajectories[0].extra_info.get(REPAIR_FIELD))
-        if repair is not None:
-            if solved:
-                self.buffer.mark_recovered(repair)
-            else:
-                self.buffer.mark_failed(repair, RepairTask.from_attempt(task_id, failure) if failure else repair)
-        elif not solved and failure is not None:
-            origin_prompt = str(trajectories[0].raw_prompt[-1]["content"])
-            self.buffer.push(RepairTask.from_attempt(task_id, failure, origin_prompt))
+        origin_prompt = str(trajectories[0].raw_prompt[-1]["content"]) if repair is None else None
+        self.buffer.book_group(task_id, solved, failure, repair, origin_prompt)
         if solved or self._evictions_left <= 0:
             return False
         self._evictions_left -= 1

@@ -40,7 +40,7 @@ from kernelgym.verifier.guard import AtenGuard, GlobalState, compute_ops
 BLOCKED_MODULES = ("numpy", "cupy", "jax", "scipy", "numba")
 """Host (and foreign) array libraries a candidate process cannot import: they would compute outputs outside the guards."""
 
-__all__ = ["BLOCKED_MODULES", "CandidateSide", "SharedTensor", "map_shared", "run_call", "error_line"]
+__all__ = ["BLOCKED_MODULES", "CandidateSide", "load_module", "SharedTensor", "map_shared", "run_call", "error_line"]
 
 _perf_counter = time.perf_counter
 
@@ -84,7 +84,8 @@ def error_line(exc: BaseException) -> str:
     return (text[:1500] + " ...") if len(text) > 1500 else text + where
 
 
-def _load_module(name: str, source: str, directory: Path) -> ModuleType:
+def load_module(name: str, source: str, directory: Path) -> ModuleType:
+    """Import ``source`` from a file named after its hash in ``directory`` (so ``inspect.getsource`` works)."""
     digest = hashlib.sha1(source.encode()).hexdigest()[:12]
     path = directory / f"{name}_{digest}.py"
     path.write_text(source, encoding="utf-8")
@@ -204,7 +205,7 @@ class CandidateSide:
         native.ADMITTED_CONCERNS.update(admitted_concerns)
         try:
             with self.backend.build_hooks(self.build_root, self.tracker, self.builds):
-                self.module = _load_module("candidate", code, self.work_dir)
+                self.module = load_module("candidate", code, self.work_dir)
         except ForbiddenSymbolsError as exc:
             return self._with_builds(_forbidden(exc))
         except BuildError as exc:

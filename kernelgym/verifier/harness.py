@@ -13,11 +13,8 @@ Holds:
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import importlib.util
 import random
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +27,7 @@ import torch
 from kernelgym.backends import Backend, BuildRecord
 from kernelgym.backends.native import trim_compiler_log
 from kernelgym.backends.symbols import exported_symbols, forbidden_symbols, imported_symbols
+from kernelgym.verifier.candidate_side import load_module
 from kernelgym.verifier.channel import CandidateChannel, CandidateCrash, CandidateProtocolError, CandidateTimeout
 from kernelgym.verifier.compare import Comparison, Mismatch, compare_outputs, flatten_outputs, same_bytes
 from kernelgym.verifier.job import JudgeJob
@@ -73,18 +71,6 @@ class Progress:
     timing: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     variants_checked: int = 0
-
-
-def _load_module(name: str, source: str, directory: Path) -> ModuleType:
-    digest = hashlib.sha1(source.encode()).hexdigest()[:12]
-    path = directory / f"{name}_{digest}.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(f"{name}_{digest}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def clone_values(values: list[Any]) -> list[Any]:
@@ -181,7 +167,7 @@ class Harness:
     def load(self) -> None:
         task = self.job.task
         try:
-            self.reference = _load_module("reference", task.source, self.work_dir)
+            self.reference = load_module("reference", task.source, self.work_dir)
             for name in ("Model", "get_inputs", "get_init_inputs"):
                 if not hasattr(self.reference, name):
                     raise AttributeError(f"the task program does not define {name}")
