@@ -104,9 +104,10 @@ def _require_ok(reply: dict[str, Any]) -> None:
 class Harness:
     """The reference, the candidate's process and the stage clock, for one job."""
 
-    def __init__(self, job: JudgeJob, backend: Backend, candidate: CandidateChannel, work_dir: Path,
+    def __init__(self, job: JudgeJob, backend: Backend, candidate: CandidateChannel, build_root: Path, work_dir: Path,
                  on_stage: Callable[[str, float], None], progress: Progress) -> None:
         self.job = job
+        self.build_root = build_root
         self.config = job.config
         self.backend = backend
         self.candidate = candidate
@@ -124,7 +125,6 @@ class Harness:
         self.local_outputs: list[Any] = []
         self.reference_seconds: list[float] = []
         self.rng = random.SystemRandom()
-        self.build_root = work_dir
         self.stage_name, self.stage_budget, self.deadline = "build", 0.0, 0.0
         self.preset = get_preset(job.config.rules)
         self.checked_libraries: set[Path] = set()

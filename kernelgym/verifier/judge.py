@@ -132,8 +132,7 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
     """
     backend = get_backend(job.backend)
     progress = Progress(seconds={"extract": job.extract_seconds, "inspect": job.inspect_seconds})
-    h = Harness(job, backend, candidate, work_dir, on_stage, progress)
-    h.build_root = build_root
+    h = Harness(job, backend, candidate, build_root, work_dir, on_stage, progress)
     status, details, violations, lead = Status.OK, [], (), ""
     timeouts = job.config.timeouts
     try:
