@@ -53,7 +53,6 @@ class VerifierConfig:
             default, 20 on a CPU, 100 on a GPU, fewer for a task whose reference call is slow,
             so the timing stage stays near ``timing_seconds``).
         timing_seconds: what the timed calls of each program should take, when ``runs`` is ``None``.
-        input_sets: fresh input sets rotated over timed calls (defeats output caches).
         compile_baseline: also time ``torch.compile(Model)`` (slow to compile on a CPU).
         faster_threshold: ``faster`` means ``speedup_eager > faster_threshold``.
         roofline_bandwidth_gbs: peak memory bandwidth used for the excessive-speedup
@@ -76,7 +75,6 @@ class VerifierConfig:
     warmup: int = 3
     runs: int | None = None
     timing_seconds: float = 2.0
-    input_sets: int = 3
     compile_baseline: bool = False
     faster_threshold: float = 1.1
     roofline_bandwidth_gbs: float | None = None
@@ -92,5 +90,5 @@ class VerifierConfig:
         get_preset(self.rules)
         if self.trials < 3:
             raise ValueError("VerifierConfig.trials must be at least 3")
-        if (self.runs is not None and self.runs < 1) or self.warmup < 0 or self.input_sets < 1:
-            raise ValueError("VerifierConfig.runs >= 1, warmup >= 0, input_sets >= 1")
+        if (self.runs is not None and self.runs < 1) or self.warmup < 0:
+            raise ValueError("VerifierConfig.runs >= 1, warmup >= 0")

@@ -19,7 +19,7 @@ from kernelgym.envs import KernelEnv, KernelVectorEnv
 from kernelgym.errors import BackendUnavailableError
 from kernelgym.verifier import RewardSpec, VerifierConfig
 
-FAST = VerifierConfig(warmup=1, runs=5, input_sets=2)
+FAST = VerifierConfig(warmup=1, runs=5)
 TASK_ID = "level1/1_ReLU"
 
 NO_MODELNEW = """Here is a faster ReLU:
