@@ -340,7 +340,6 @@ class CudaBackend(GpuBackend):
         super().prepare_worker(build_root)
         self._pch = ensure_pch(build_root, cuda=True)
 
-    @contextlib.contextmanager
     def build_worker_environment(self) -> dict[str, str] | None:
         """No GPU, and the GPU's architecture named, so builds made ahead share cache keys with the judges'.
 
@@ -360,6 +359,7 @@ class CudaBackend(GpuBackend):
             arch = out[0]
         return {self.visible_devices_env: "", self.arch_list_env: arch}
 
+    @contextlib.contextmanager
     def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord]) -> Iterator[None]:
         """Intercept ``load_inline`` so builds are cached (per GPU architecture) and entry points counted."""
         with intercept_load_inline(

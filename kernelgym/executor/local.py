@@ -272,10 +272,10 @@ class LocalExecutor:
             build_workers = max(0, (os.cpu_count() or 1) // 2 - self.num_workers) if build_env is not None else 0
         self._builders = None
         if build_workers and build_env is not None:
-            builders = [
-                WorkerHandle(backend, self.cache_dir, replace(self.policy, cpu=self.num_workers + i), None, build_env)
-                for i in range(build_workers)
-            ]
+            # Builders share every CPU the judges do not use, so a build's compile steps run side by side.
+            shared = replace(self.policy, cpu=self.num_workers,
+                             cpu_count=max(1, len(os.sched_getaffinity(0)) - self.num_workers))
+            builders = [WorkerHandle(backend, self.cache_dir, shared, None, build_env) for _ in range(build_workers)]
             self._builders = _WorkerPool(builders, "kernelgym-build")
         self._closed = False
 

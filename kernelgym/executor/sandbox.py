@@ -39,8 +39,10 @@ class SandboxPolicy:
         max_processes: process limit (enforced by the kernel for non-root users only).
         writable: directories the worker may write beneath; everything else is read-only.
         threads: OpenMP/torch threads per worker.
-        cpu: index (into the CPUs this process may use) of the one CPU the worker and its candidates
+        cpu: index (into the CPUs this process may use) of the first CPU the worker and its candidates
             are pinned to (``None``: not pinned). The reference and the candidate run on it alike.
+        cpu_count: how many CPUs from ``cpu`` on (a judge: one; build-ahead workers share the rest, so
+            a build's compile steps run side by side).
     """
 
     memory_gb: float | None = 16.0
@@ -49,6 +51,7 @@ class SandboxPolicy:
     writable: tuple[str, ...] = ()
     threads: int = 1
     cpu: int | None = None
+    cpu_count: int = 1
 
 
 def scrubbed_environment(work_dir: Path, cache_dir: Path, threads: int) -> dict[str, str]:

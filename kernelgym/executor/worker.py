@@ -33,9 +33,12 @@ _CANDIDATE_STARTUP_SECONDS = 300.0
 
 
 def _cpus(policy: SandboxPolicy) -> tuple[set[int], set[int]]:
-    """The CPU this worker and its candidates are pinned to, and the CPUs a spare may start on."""
+    """The CPUs this worker and its candidates are pinned to, and the CPUs a spare may start on."""
     allowed = sorted(os.sched_getaffinity(0))
-    mine = {allowed[policy.cpu % len(allowed)]} if policy.cpu is not None else set(allowed)
+    if policy.cpu is None:
+        mine = set(allowed)
+    else:
+        mine = {allowed[(policy.cpu + k) % len(allowed)] for k in range(max(1, policy.cpu_count))}
     others = set(allowed) - mine
     return mine, others or mine
 

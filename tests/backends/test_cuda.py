@@ -71,6 +71,19 @@ def test_worker_environment_pins_one_device(monkeypatch: pytest.MonkeyPatch) -> 
     assert "CUDA_VISIBLE_DEVICES" not in backend.worker_environment(None)
 
 
+def test_build_workers_see_no_gpu_and_build_for_the_judges_architecture(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    env = get_backend("cuda").build_worker_environment()
+    assert env == {"CUDA_VISIBLE_DEVICES": "", "TORCH_CUDA_ARCH_LIST": "9.0"}
+
+
+def test_build_hooks_are_a_context_manager(tmp_path: Any) -> None:
+    from kernelgym.backends.base import KernelTracker
+
+    hooks = get_backend("cuda").build_hooks(tmp_path, KernelTracker(), [])
+    assert hasattr(hooks, "__enter__") and hasattr(hooks, "__exit__")
+
+
 def test_gpu_backends_lift_the_address_space_limit() -> None:
     assert get_backend("cuda").address_space_limit_ok is False
     assert isinstance(get_backend("cuda"), GpuBackend)
