@@ -39,6 +39,7 @@ from kernelgym.backends.base import BuildRecord, KernelTracker
 from kernelgym.backends.symbols import (
     FORBIDDEN_SYMBOL_RULE,
     ForbiddenSymbol,
+    describe_findings,
     exported_symbols,
     forbidden_symbols,
     imported_symbols,
@@ -51,6 +52,7 @@ __all__ = [
     "extension_symbols",
     "file_lock",
     "intercept_load_inline",
+    "toolchain_floor",
     "toolchain_fingerprint",
     "trim_compiler_log",
 ]
@@ -102,10 +104,8 @@ class ForbiddenSymbolsError(BuildError):
     def __init__(self, findings: Sequence[ForbiddenSymbol]) -> None:
         self.findings = tuple(findings)
         self.symbols = tuple(f.symbol for f in self.findings)
-        shown = " ".join(f.sentence for f in self.findings[:4])
-        more = f" ({len(self.findings) - 4} more.)" if len(self.findings) > 4 else ""
         super().__init__(
-            f"Your compiled extension links against functions a native kernel must not use: {shown}{more} "
+            f"Your compiled extension links against functions a native kernel must not use: {describe_findings(self.findings)} "
             "Only allocation, tensor metadata, error helpers, the device runtime's launch and memory calls "
             "and the C/C++ runtime are allowed."
         )
@@ -189,6 +189,86 @@ def toolchain_fingerprint(compilers: tuple[str, ...]) -> str:
         except (OSError, subprocess.SubprocessError):
             parts.append(f"{compiler}:missing")
     return " | ".join(parts)
+
+
+# A minimal honest extension per allow-list: what it imports, every extension from this toolchain imports.
+_FLOOR_CPP = """
+#include <torch/extension.h>
+torch::Tensor twice(torch::Tensor x) {
+    TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
+    auto y = torch::empty_like(x);
+    const float* in = x.data_ptr<float>();
+    float* out = y.data_ptr<float>();
+    #pragma omp parallel for
+    for (long i = 0; i < x.numel(); ++i) out[i] = 2.0f * in[i];
+    return y;
+}
+"""
+_FLOOR_CUDA = """
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+__global__ void twice_kernel(const float* x, float* y, long n) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+torch::Tensor twice(torch::Tensor x) {
+    TORCH_CHECK(x.is_cuda() && x.is_contiguous(), "x must be a contiguous GPU tensor");
+    auto y = torch::empty_like(x);
+    long n = x.numel();
+    twice_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    cudaError_t err = cudaGetLastError();
+    TORCH_CHECK(err == cudaSuccess, cudaGetErrorString(err));
+    return y;
+}
+"""
+_FLOORS: dict[str, frozenset[str]] = {}
+
+
+def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any] | None = None) -> frozenset[str]:
+    """The symbols a minimal honest extension imports when this toolchain builds it.
+
+    Whatever the toolchain links into every extension (pybind11's glue as this torch's
+    headers instantiate it, the C++ runtime's unwinder, a statically linked device
+    runtime) is not the candidate's choice, so a finding among these symbols is not held
+    against it. The floor is built once per toolchain with torch's own ``load_inline``
+    and default flags (no precompiled header, which a candidate could have written) into
+    ``store``, which must be a directory candidates cannot write when the caller is the
+    judge. ``load_inline`` is torch's own (pass it when torch's is intercepted). Only the ``cpp``
+    and ``cuda`` allow-lists have a floor; others get an empty one, as does a toolchain that cannot
+    build it (not remembered, so a later call tries again).
+    """
+    from torch.utils import cpp_extension
+
+    cuda = allow_list == "cuda"
+    if allow_list not in ("cpp", "cuda") or (cuda and cpp_extension.CUDA_HOME is None):
+        return frozenset()
+    fingerprint = toolchain_fingerprint(("c++", "nvcc") if cuda else ("c++",))
+    digest = hashlib.sha256(json.dumps([allow_list, fingerprint, _FLOOR_CUDA if cuda else _FLOOR_CPP]).encode()).hexdigest()[:16]
+    if digest in _FLOORS:
+        return _FLOORS[digest]
+    record = store / f"floor-{allow_list}-{digest}.json"
+    with file_lock(store / "floor.lock"):
+        if not record.exists():
+            build_dir = store / f"floor-{digest}"
+            build_dir.mkdir(parents=True, exist_ok=True)
+            (build_dir / "lock").unlink(missing_ok=True)
+            name = f"kg_floor_{digest}"
+            sources = {"cpp_sources": "torch::Tensor twice(torch::Tensor x);", "cuda_sources": _FLOOR_CUDA} if cuda else {
+                "cpp_sources": _FLOOR_CPP, "extra_cflags": ["-O3", "-fopenmp"], "extra_ldflags": ["-fopenmp"]}
+            # A library that built but cannot load here (no GPU) still has its symbols.
+            with contextlib.suppress(RuntimeError, OSError, ImportError):
+                (load_inline or cpp_extension.load_inline)(
+                    name=name, functions=["twice"], build_directory=str(build_dir), verbose=False, **sources)
+            library = build_dir / f"{name}.so"
+            try:
+                imported = imported_symbols(library)
+            except (OSError, subprocess.SubprocessError):
+                return frozenset()
+            partial = record.with_suffix(".partial")
+            partial.write_text(json.dumps(imported))
+            partial.rename(record)
+    _FLOORS[digest] = frozenset(json.loads(record.read_text()))
+    return _FLOORS[digest]
 
 
 def _as_list(value: str | Sequence[str] | None) -> list[str]:
@@ -421,6 +501,9 @@ def intercept_load_inline(
                 (build_dir / "ok").write_text(key_material)
             imported, exported = extension_symbols(library)
             findings = [f for f in forbidden_symbols(imported, allow_list, exported) if f.concern not in ADMITTED_CONCERNS]
+            if findings:  # this process's own check, so the floor may live in the shared cache
+                floor = toolchain_floor(allow_list, build_root.parent / "floor", real_load_inline)
+                findings = [f for f in findings if f.concern == "interposition" or f.symbol not in floor]
             if findings:
                 raise ForbiddenSymbolsError(findings)
             module = _import_extension(module_name, library)

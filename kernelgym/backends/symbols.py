@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -438,6 +438,29 @@ def forbidden_symbols(symbols: Iterable[str], backend: str, exported: Iterable[s
                 "drop `extern \"C\"` or make it `static`.",
             ))
     return found
+
+
+def describe_findings(findings: Sequence[ForbiddenSymbol], limit: int = 12) -> str:
+    """Findings grouped by what is wrong with them, naming at most ``limit`` symbols in all.
+
+    Example:
+        >>> found = forbidden_symbols(["dlopen", "dlsym", "at::cpu::_softmax(at::Tensor const&, long, bool)"], "cpp")
+        >>> describe_findings(found, limit=2)
+        '`dlopen`, `dlsym`: loads or looks up code at run time; call only code you compiled. (1 more)'
+    """
+    groups: dict[str, list[str]] = {}
+    for finding in findings:
+        advice = finding.sentence.split("` ", 1)[-1].rstrip(".") if finding.sentence.startswith("`") else finding.sentence
+        groups.setdefault(advice, []).append(finding.symbol)
+    parts, shown = [], 0
+    for advice, symbols in groups.items():
+        names = symbols[: max(0, limit - shown)]
+        if not names:
+            break
+        shown += len(names)
+        parts.append(", ".join(f"`{_short(s)}`" for s in names) + f": {advice}.")
+    more = f" ({len(findings) - shown} more)" if len(findings) > shown else ""
+    return " ".join(parts) + more
 
 
 def _short(symbol: str, limit: int = 120) -> str:

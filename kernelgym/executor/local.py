@@ -29,7 +29,7 @@ from kernelgym.backends import get_backend
 from kernelgym.backends.cache import BuildCache, default_cache_dir
 from kernelgym.executor.registry import PoolSettings, register_executor
 from kernelgym.executor.sandbox import SandboxPolicy, kill_session, scrubbed_environment
-from kernelgym.verifier.feedback import compose_feedback
+from kernelgym.verifier.feedback import conclude
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status
 
@@ -159,7 +159,7 @@ class WorkerHandle:
                 self.stop()
                 return failure_result(job, Status.RUNTIME_ERROR, f"The judge's worker failed: {message[1]}", stage)
             elif kind == "result":
-                result = EvalResult.from_dict(message[1])
+                result = message[1]  # the trusted worker's EvalResult, as it made it
                 if message[2]:
                     self.stop()
                 return result
@@ -177,17 +177,13 @@ def failure_result(job: JudgeJob, status: Status, sentence: str, stage: str) -> 
 
     The job counts as compiled when the failure came after the build stage.
     """
-    compiled = stage in ("check", "time")
-    score = job.config.reward.score(status, compiled=compiled, correct=False, speedup=None, timing_meaningful=False)
-    return EvalResult(
-        task_id=job.task.id,
-        backend=job.backend,
-        status=status,
-        parsed=True,
-        legal=True,
-        compiled=compiled,
-        feedback=compose_feedback(status, [sentence]),
-        score=score,
+    return conclude(
+        job.task.id,
+        job.backend,
+        status,
+        reward=job.config.reward,
+        details=[sentence],
+        compiled=stage in ("check", "time"),
         seconds=StageSeconds(extract=job.extract_seconds, inspect=job.inspect_seconds),
         seeds=job.seeds[: job.config.trials + 1],
         rules=job.config.rules,

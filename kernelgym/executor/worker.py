@@ -114,7 +114,7 @@ def main(argv: list[str]) -> int:
             if result is not None:
                 # A worker whose GPU saw a fault may be in a bad state: replace it.
                 discard = result.status is Status.RUNTIME_ERROR and backend.device_type != "cpu"
-                conn.send(("result", result.to_dict(), discard))
+                conn.send(("result", result, discard))
     finally:
         for spare in spares:
             spare.close()

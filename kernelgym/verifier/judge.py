@@ -25,7 +25,7 @@ import torch
 from kernelgym.backends import Backend, get_backend
 from kernelgym.verifier.channel import CandidateChannel
 from kernelgym.verifier.compare import checksum
-from kernelgym.verifier.feedback import compose_feedback
+from kernelgym.verifier.feedback import conclude
 from kernelgym.verifier.harness import Harness, Progress, Verdict, mismatch_verdict
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status, Violation
@@ -180,31 +180,29 @@ def _result(job: JudgeJob, backend: Backend, progress: Progress, h: Harness, sta
         lines.extend(progress.notes)
         if "timing-not-meaningful" in progress.flags:
             lines.append("Timing is not meaningful on this machine (interpreter); no speedup is reported.")
-    score = config.reward.score(status, compiled=compiled, correct=correct, speedup=speedup_eager, timing_meaningful=meaningful)
     seconds = StageSeconds(**{k: round(v, 6) for k, v in progress.seconds.items()})
     build_seconds = sum(b.seconds for b in h.builds)
-    return EvalResult(
-        task_id=job.task.id,
-        backend=job.backend,
-        status=status,
-        parsed=True,
-        legal=status is not Status.ILLEGAL,
+    return conclude(
+        job.task.id,
+        job.backend,
+        status,
+        reward=config.reward,
+        details=lines,
+        violations=violations,
+        lead=lead,
         compiled=compiled,
         correct=correct,
         speedup_eager=speedup_eager,
+        timing_meaningful=meaningful,
         speedup_compile=speedup_compile,
         faster=faster,
         runtime_ms=timing.get("runtime_ms") if correct else None,
         runtime_spread_ms=timing.get("runtime_spread_ms") if correct else None,
         ref_eager_ms=timing.get("ref_eager_ms"),
         ref_compile_ms=timing.get("ref_compile_ms"),
-        timing_meaningful=meaningful,
         max_abs_error=progress.max_abs if compiled else None,
         max_rel_error=progress.max_rel if compiled else None,
-        violations=violations,
         flags=tuple(progress.flags),
-        feedback=compose_feedback(status, lines, violations, lead),
-        score=score,
         seconds=seconds,
         cache_hit=bool(h.builds) and all(b.cache_hit for b in h.builds) and build_seconds < 5.0,
         custom_kernel_calls=h.kernel_calls,

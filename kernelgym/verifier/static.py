@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kernelgym.tasks.task import Task
 from kernelgym.verifier.extract import FormatError, extract_program
-from kernelgym.verifier.feedback import compose_feedback
+from kernelgym.verifier.feedback import conclude
 from kernelgym.verifier.inspect import inspect_program
 from kernelgym.verifier.presets import get_preset
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status
@@ -53,9 +53,8 @@ def run_static_stages(task: Task, text: str, backend: str, rules: str = "native"
         code = extract_program(text if isinstance(text, str) else "")
     except FormatError as exc:
         seconds = StageSeconds(extract=time.perf_counter() - start)
-        feedback = compose_feedback(Status.FORMAT_ERROR, [str(exc)])
-        return StaticOutcome("", seconds, EvalResult(task.id, backend, Status.FORMAT_ERROR, feedback=feedback, seconds=seconds,
-                                                     rules=rules))
+        return StaticOutcome("", seconds, conclude(task.id, backend, Status.FORMAT_ERROR, details=[str(exc)], seconds=seconds,
+                                                   rules=rules))
     extracted = time.perf_counter()
     waived = get_preset(rules).waived
     violations = tuple(v for v in inspect_program(code, backend, reference=task.source) if v.rule not in waived)
@@ -63,8 +62,5 @@ def run_static_stages(task: Task, text: str, backend: str, rules: str = "native"
     if not violations:
         return StaticOutcome(code, seconds)
     details = [f"Static analysis found {len(violations)} rule violation(s):"]
-    rejection = EvalResult(
-        task.id, backend, Status.ILLEGAL, parsed=True, violations=tuple(violations),
-        feedback=compose_feedback(Status.ILLEGAL, details, violations), seconds=seconds, rules=rules,
-    )
+    rejection = conclude(task.id, backend, Status.ILLEGAL, details=details, violations=violations, seconds=seconds, rules=rules)
     return StaticOutcome(code, seconds, rejection)

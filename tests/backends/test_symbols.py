@@ -220,3 +220,21 @@ def test_red_team_extensions_are_refused_before_import(name: str, cache_dir: Pat
     with pytest.raises(ForbiddenSymbolsError) as caught:
         _build(ROOT / "tests/hacks/cpp" / name, cache_dir)
     assert _CAUGHT[name] in {f.concern for f in caught.value.findings}, caught.value.findings
+
+
+@pytest.mark.slow
+def test_the_toolchain_floor_is_allowed_here_and_excuses_only_its_own_symbols(cache_dir: Path) -> None:
+    """The floor (what a minimal honest extension imports) is on the allow-list with this toolchain; where a
+    toolchain adds symbols of its own (a GPU image's unwinder or runtime), those and only those are excused."""
+    store = cache_dir.with_name(cache_dir.name + ".floor-test")
+    floor = native.toolchain_floor("cpp", store)
+    assert "GOMP_parallel" in floor and any(s.startswith("Py") for s in floor)
+    assert forbidden_symbols(floor, "cpp") == []
+    assert native.toolchain_floor("cpp", store) is floor  # read once per process
+    assert native.toolchain_floor("musa", store) == frozenset()
+
+
+def test_findings_are_worded_by_concern_and_capped() -> None:
+    found = forbidden_symbols(["dlsym", "dlopen", "pthread_create"], "cpp")
+    text = symbols.describe_findings(found, limit=2)
+    assert "`dlsym`, `dlopen`:" in text and text.endswith("(1 more)")

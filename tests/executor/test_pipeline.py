@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -44,14 +43,3 @@ def test_build_workers_compile_ahead_and_a_failed_build_is_the_verdict(cache_dir
     assert good.status is Status.OK, good.feedback
     assert bad.status is Status.COMPILE_ERROR and not bad.correct
 
-
-def test_judges_get_one_cpu_each_and_builders_share_the_rest() -> None:
-    from kernelgym.executor.sandbox import SandboxPolicy
-    from kernelgym.executor.worker import _cpus
-
-    allowed = sorted(os.sched_getaffinity(0))
-    judge, _ = _cpus(SandboxPolicy(cpu=0))
-    assert judge == {allowed[0]}
-    builders, _ = _cpus(SandboxPolicy(cpu=1, cpu_count=len(allowed) - 1))
-    assert builders == set(allowed[1:]) or len(allowed) == 1
-    assert _cpus(SandboxPolicy())[0] == set(allowed)

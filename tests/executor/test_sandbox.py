@@ -1,0 +1,105 @@
+"""The sandbox helpers that confine workers and candidates: environment, limits, Landlock, sessions.
+
+Each confining call runs in a child process, so this test process stays unconfined.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelgym.executor.sandbox import SandboxPolicy, kill_session, scrubbed_environment
+
+
+def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh Python with kernelgym importable; its stdout is the answer."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                          timeout=120, env=env, check=False)
+
+
+def test_the_environment_keeps_no_credentials_and_gives_private_home_and_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "do-not-leak")
+    monkeypatch.setenv("OPENAI_API_KEY", "do-not-leak")
+    env = scrubbed_environment(tmp_path / "work", tmp_path / "cache", threads=3)
+    assert "do-not-leak" not in env.values()
+    assert env["HOME"] == env["TMPDIR"] == str(tmp_path / "work")
+    assert env["TORCH_EXTENSIONS_DIR"].startswith(str(tmp_path / "cache"))
+    assert env["OMP_NUM_THREADS"] == "3"
+    # the worker imports the same kernelgym as this process
+    assert str(Path(__file__).resolve().parents[2]) in env["PYTHONPATH"].split(os.pathsep)
+
+
+def test_limits_cap_file_size_and_core_dumps_and_never_raise_a_hard_limit() -> None:
+    done = _run("""
+        import resource
+        from kernelgym.executor.sandbox import SandboxPolicy, apply_limits
+        apply_limits(SandboxPolicy(memory_gb=None, file_size_gb=0.001, max_processes=512))
+        print(resource.getrlimit(resource.RLIMIT_FSIZE)[0], resource.getrlimit(resource.RLIMIT_CORE)[0],
+              resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY)
+    """)
+    assert done.returncode == 0, done.stderr
+    fsize, core, no_as_limit = done.stdout.split()
+    assert int(fsize) == int(0.001 * 1024**3) and int(core) == 0
+    assert no_as_limit == str(resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY)
+
+
+def test_landlock_leaves_only_the_named_directories_writable(tmp_path: Path) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    inside.mkdir()
+    outside.mkdir()
+    done = _run("""
+        import sys
+        from pathlib import Path
+        from kernelgym.executor.sandbox import restrict_filesystem
+        applied = restrict_filesystem((sys.argv[1],))
+        print(applied)
+        if applied != "unavailable":
+            (Path(sys.argv[1]) / "ok.txt").write_text("fine")
+            try:
+                (Path(sys.argv[2]) / "escape.txt").write_text("escaped")
+                print("escaped")
+            except PermissionError:
+                print("refused")
+    """, str(inside), str(outside))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")
+    if lines[0] == "unavailable":
+        pytest.skip("this kernel has no Landlock")
+    assert lines[1] == "refused"
+    assert (inside / "ok.txt").read_text() == "fine" and not (outside / "escape.txt").exists()
+
+
+def test_kill_session_leaves_no_process_of_the_session() -> None:
+    # a session leader whose child ignores SIGTERM and re-parents itself away from the leader
+    leader = subprocess.Popen(
+        [sys.executable, "-c", "import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+         "os.fork() or time.sleep(60)\ntime.sleep(60)"],
+        start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 10
+        sid = os.getsid(leader.pid)
+        from kernelgym.executor.sandbox import _session_members
+
+        while len(_session_members(sid)) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        assert len(_session_members(sid)) >= 2
+        kill_session(sid)
+        assert _session_members(sid) == []
+    finally:
+        leader.kill()
+        leader.wait()
+
+
+def test_a_policy_names_one_cpu_for_a_judge_by_default() -> None:
+    policy = SandboxPolicy(cpu=2)
+    assert (policy.cpu, policy.cpu_count) == (2, 1)

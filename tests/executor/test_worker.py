@@ -1,0 +1,45 @@
+"""The trusted judge worker: its CPUs, its start-up handshake, and how it ends."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kernelgym.executor.local import WorkerHandle
+from kernelgym.executor.sandbox import SandboxPolicy
+from kernelgym.executor.worker import _cpus
+
+
+def test_judges_get_one_cpu_each_and_builders_share_the_rest() -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    judge, spare_cpus = _cpus(SandboxPolicy(cpu=0))
+    assert judge == {allowed[0]}
+    assert spare_cpus == (set(allowed) - judge or judge)
+    builders, _ = _cpus(SandboxPolicy(cpu=1, cpu_count=len(allowed) - 1))
+    assert builders == set(allowed[1:]) or len(allowed) == 1
+    assert _cpus(SandboxPolicy())[0] == set(allowed)
+
+
+def test_a_worker_starts_pinned_says_how_it_is_confined_and_leaves_nothing_behind(cache_dir: Path) -> None:
+    handle = WorkerHandle("cpp", cache_dir, SandboxPolicy(memory_gb=None, cpu=0))
+    try:
+        handle._start()
+        assert handle.process is not None and handle.work_dir is not None
+        assert os.sched_getaffinity(handle.process.pid) == {sorted(os.sched_getaffinity(0))[0]}
+        assert "trusted worker" in handle.confinement
+        work_dir = handle.work_dir
+    finally:
+        handle.stop()
+    assert handle.process is None and not work_dir.exists()
+
+
+def test_a_worker_whose_caller_hangs_up_exits_cleanly(cache_dir: Path) -> None:
+    handle = WorkerHandle("cpp", cache_dir, SandboxPolicy(memory_gb=None))
+    try:
+        handle._start()
+        process = handle.process
+        assert process is not None and handle.conn is not None
+        handle.conn.send(None)  # the caller's "no more jobs"
+        assert process.wait(timeout=60) == 0
+    finally:
+        handle.stop()
