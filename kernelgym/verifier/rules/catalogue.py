@@ -97,6 +97,8 @@ _MESSAGES = {
     "as strings and compute every output from the inputs.",
     "harness-introspection": "{name} inspects the evaluation harness (frames, stack, gc, sys.modules); remove it.",
     "dynamic-code": "{name} runs or looks up code dynamically; use direct imports and direct calls.",
+    "unresolved-call": "{name} is called, but what it holds is bound at run time and the judge cannot see it; "
+    "call your kernel, its launcher or your own function by name.",
     "torch-compiler": "{name} lets a PyTorch compiler generate the kernel; write the kernel yourself "
     "(load_inline or @triton.jit).",
     "monkey-patching": "{name} replaces behaviour of torch/time/triton or another module; do not modify libraries "

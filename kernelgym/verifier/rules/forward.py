@@ -7,6 +7,7 @@ Holds:
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Iterator
 
 import tree_sitter
@@ -29,6 +30,8 @@ from kernelgym.verifier.rules.names import (
     rule_for_name,
 )
 from kernelgym.verifier.rules.syntax import field_of, node_key, node_text, walk
+
+_BUILTIN_NAMES = frozenset(vars(builtins))
 
 
 class ForwardRules:
@@ -321,7 +324,7 @@ class ForwardRules:
         if function is None:
             return out
         if function.type == "subscript":
-            self.kernel_uses += 1
+            self._subscript_call(node, function)
             return out
         targets = self.p.resolve(function)
         known = bool(targets - {t for t in targets if t.startswith("<selfattr>")})
@@ -385,10 +388,37 @@ class ForwardRules:
         if function.type == "attribute":
             self._method_call(node, function, targets, known, taint)
         elif function.type == "identifier" and not known:
-            self.kernel_uses += 1
+            self._unresolved_call(node, function)
         if function.type == "attribute" and node_text(field_of(function, "attribute")) == "data_ptr":
             self._data_ptr_use(node)
         return out
+
+    @rule("unresolved-call", "forward (or code it reaches) calls something the judge cannot resolve: an element of a "
+          "container, or a name bound at run time (an allow-list: only calls that resolve are admitted)", stage="python")
+    def _subscript_call(self, node: tree_sitter.Node, function: tree_sitter.Node) -> None:
+        """``kernel[grid](...)`` launches a Triton kernel; a call of any other subscript calls whatever it holds."""
+        value = field_of(function, "value")
+        held = self.p.resolve(value)
+        if any(t.startswith(("<jit>", "<ext>")) or t == "<ext>" for t in held):
+            self.kernel_uses += 1
+            return
+        self.add("unresolved-call", node, rule_message("unresolved-call", node_text(function)))
+
+    def _unresolved_call(self, node: tree_sitter.Node, function: tree_sitter.Node) -> None:
+        """A call of a plain name that resolves to nothing the judge knows (a parameter, a name bound at run time)."""
+        if node_text(function) in _BUILTIN_NAMES:  # raise ValueError(...), len(...), range(...): Python's own
+            return
+        if node_text(function) in self._nested_functions():  # a helper defined inside a method; its body is in reach
+            return
+        self.add("unresolved-call", node, rule_message("unresolved-call", node_text(function)))
+
+    def _nested_functions(self) -> frozenset[str]:
+        """Names of every function the program defines (nested ones included)."""
+        if not hasattr(self, "_defined_names"):
+            self._defined_names = frozenset(
+                node_text(field_of(node, "name")) for node, _ in self.p.nodes if node.type == "function_definition"
+            )
+        return self._defined_names
 
     def _method_call(
         self,

@@ -1,7 +1,7 @@
 # task: level1/1_ReLU
 # expect: illegal
-# rule: aten-fallback
-# pattern: 1 — static evasion: torch.relu is fetched from a dispatch table the static rules cannot resolve; the runtime ATen guard sees relu
+# rule: unresolved-call
+# pattern: 1 — static evasion: torch.relu is fetched from a dispatch table the static rules cannot resolve; the runtime ATen guard sees relu (refused statically since the unresolved-call allow-list; p32 keeps the runtime case)
 import torch
 from torch import nn
 from torch.utils.cpp_extension import load_inline

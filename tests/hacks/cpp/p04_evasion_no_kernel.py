@@ -2,6 +2,8 @@
 # expect: illegal
 # rule: host-array-library
 # pattern: 4 — static evasion: forward calls an implementation built by a factory; it computes with NumPy, the C++ kernel never runs (NumPy cannot be imported by a candidate)
+import types
+
 import numpy as np
 import torch
 from torch import nn
@@ -27,7 +29,8 @@ def make_impl():
     return lambda t: torch.from_numpy(np.maximum(t.detach().numpy(), 0.0))
 
 
-impl = make_impl()
+# held on an object: a call of a bare run-time name is refused statically (unresolved-call)
+holder = types.SimpleNamespace(impl=make_impl())
 
 
 class ModelNew(nn.Module):
@@ -35,4 +38,4 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        return impl(x)
+        return holder.impl(module.relu_forward(x))

@@ -1,7 +1,7 @@
 # task: level1/1_ReLU
 # expect: illegal
-# rule: aten-fallback
-# pattern: 4 — static evasion: the kernel is launched on a tiny dummy tensor; torch.relu, fetched from a table, computes the output
+# rule: unresolved-call
+# pattern: 4 — static evasion: the kernel is launched on a tiny dummy tensor; torch.relu, fetched from a table, computes the output (refused statically since the unresolved-call allow-list; p32 keeps the runtime case)
 import torch
 from torch import nn
 from torch.utils.cpp_extension import load_inline

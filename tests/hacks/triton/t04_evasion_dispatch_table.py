@@ -1,7 +1,7 @@
 # task: level1/1_ReLU
 # expect: illegal
-# rule: aten-fallback
-# pattern: 4 — static evasion: the kernel runs on one element while torch.relu from a dispatch table computes the output
+# rule: unresolved-call
+# pattern: 4 — static evasion: the kernel runs on one element while torch.relu from a dispatch table computes the output (refused statically since the unresolved-call allow-list; p32 keeps the runtime case)
 import torch
 import triton
 import triton.language as tl
