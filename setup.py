@@ -13,7 +13,8 @@ EXTRAS = {
     "verl": ["verl[verl-core]==0.9.1"],
     "plots": ["matplotlib>=3.7"],
 }
-EXTRAS["ci"] = [*EXTRAS["triton"], *EXTRAS["ray"], *EXTRAS["sb3"]]
+# CI runs the verl tests too (the small trainer's smoke test, the agent loop, the sampler): verl brings transformers.
+EXTRAS["ci"] = [*EXTRAS["triton"], *EXTRAS["ray"], *EXTRAS["sb3"], *EXTRAS["verl"]]
 EXTRAS["dev"] = [
     "pytest>=8",
     "pytest-benchmark>=4",

@@ -151,6 +151,7 @@ def _eval_many(args: argparse.Namespace) -> int:
     import re
 
     from kernelgym.bench import BenchConfig
+    from kernelgym.bench.cli import run_options
     from kernelgym.bench.generations import judge_answers
     from kernelgym.verifier import VerifierConfig
 
@@ -163,18 +164,10 @@ def _eval_many(args: argparse.Namespace) -> int:
     config = BenchConfig(
         suite=args.suite,
         out_dir=args.out or str(Path("runs") / "eval" / name),
-        resume=args.resume,
-        overwrite=args.overwrite,
-        backend=args.backend,
-        executor=args.executor,
-        ray_address=args.ray_address,
-        num_workers=args.workers,
-        cache_dir=args.cache_dir,
         verifier=VerifierConfig(runs=args.runs, compile_baseline=args.compile_baseline, timing=not args.no_timing,
                                 rules=args.rules),
-        batch_size=args.batch_size,
-        plots=not args.no_plots,
         progress=not args.quiet,
+        **run_options(args),
     )
     summary = judge_answers(args.answer, config)
     if args.json:

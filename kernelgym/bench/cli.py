@@ -93,6 +93,15 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 _AGENT_FLAGS = ("base_url", "model", "api_key_env", "temperature", "top_p", "max_tokens", "concurrency")
 
 
+def run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`BenchConfig` fields that every judging command's options set alike (run folder, backend, executor)."""
+    return {
+        "resume": args.resume, "overwrite": args.overwrite, "backend": args.backend, "executor": args.executor,
+        "ray_address": args.ray_address, "num_workers": args.workers, "cache_dir": args.cache_dir,
+        "batch_size": args.batch_size, "plots": not args.no_plots,
+    }
+
+
 def _config_from_args(args: argparse.Namespace) -> BenchConfig:
     options = {name: getattr(args, name) for name in _AGENT_FLAGS if getattr(args, name) is not None}
     options.update(dict(args.agent_option))
@@ -116,18 +125,10 @@ def _config_from_args(args: argparse.Namespace) -> BenchConfig:
         limit=args.limit,
         level=args.level,
         task_ids=tuple(t.strip() for t in args.tasks.split(",") if t.strip()),
-        resume=args.resume,
-        overwrite=args.overwrite,
-        backend=args.backend,
-        executor=args.executor,
-        ray_address=args.ray_address,
-        num_workers=args.workers,
-        cache_dir=args.cache_dir,
         verifier=verifier,
         success_speedup=args.success_speedup,
-        batch_size=args.batch_size,
         seed=args.seed,
-        plots=not args.no_plots,
+        **run_options(args),
         progress=not args.quiet,
     )
 

@@ -34,10 +34,11 @@ RELU_CALL = "relu_kernel[(triton.cdiv(n, block),)](x, y, n, BLOCK=block)"
 # Broken variants of the bundled ReLU answer, and the status each must get.
 BROKEN = {
     "wrong-math": (RELU.solution("triton").replace("tl.maximum(x, 0.0)", "tl.abs(x)"), "incorrect", "wrong-output"),
+    # on an object: a dict element called in forward is refused statically (unresolved-call); this reaches the runtime guard
     "torch-behind-a-table": (
-        RELU.solution("triton").replace("class ModelNew", '_IMPLS = {"fast": torch.relu}\n\n\nclass ModelNew').replace(
-            "        return y", '        return _IMPLS["fast"](y)'
-        ),
+        "import types\n" + RELU.solution("triton").replace(
+            "class ModelNew", "_IMPLS = types.SimpleNamespace(fast=torch.relu)\n\n\nclass ModelNew"
+        ).replace("        return y", "        return _IMPLS.fast(y)"),
         "illegal",
         "aten-fallback",
     ),

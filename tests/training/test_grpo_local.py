@@ -1,7 +1,7 @@
 """Smoke test of examples/grpo_local.py: two training steps in a subprocess, judged by the real cpp verifier.
 
 Checks that every metric the learning curve reports is logged at every step and is finite.
-Skipped without verl (``pip install 'kernelgym[verl]'``); CI's ``.[dev,ci]`` does not bring it.
+Skipped without verl (``pip install 'kernelgym[verl]'``); CI's ``.[dev,ci]`` brings it, so CI runs it.
 """
 
 from __future__ import annotations
