@@ -34,7 +34,7 @@ import torch
 
 from kernelgym.backends import Backend, BuildRecord, KernelTracker, native
 from kernelgym.backends.native import BuildError, ForbiddenSymbolsError
-from kernelgym.verifier.compare import flatten_outputs
+from kernelgym.verifier.compare import flatten_outputs, leaf_meta
 from kernelgym.verifier.guard import AtenGuard, GlobalState, compute_ops
 
 BLOCKED_MODULES = ("numpy", "cupy", "jax", "scipy", "numba")
@@ -110,23 +110,6 @@ def _forbidden(exc: ForbiddenSymbolsError) -> dict[str, Any]:
             "message": "Your compiled extension links against functions a native kernel must not use."}
 
 
-def _leaf_meta(leaf: Any, input_storages: set[int]) -> dict[str, Any]:
-    if isinstance(leaf, torch.Tensor):
-        plain = type(leaf) is torch.Tensor
-        return {
-            "kind": "tensor",
-            "plain": plain,
-            "type": type(leaf).__name__,
-            "shape": list(leaf.shape),
-            "dtype": str(leaf.dtype),
-            "device": str(leaf.device),
-            "aliases_input": bool(plain and leaf.numel() and leaf.untyped_storage().data_ptr() in input_storages),
-        }
-    if isinstance(leaf, (bool, int, float, str)) or leaf is None:
-        return {"kind": "value", "value": leaf}
-    return {"kind": "object", "type": type(leaf).__name__}
-
-
 def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracker: KernelTracker, training: bool, grad: bool,
              observer: Any = None) -> tuple[list[Any], dict[str, Any]]:
     """One forward as every call is made: poison memory, flush caches, guard, time, synchronize, describe the outputs.
@@ -157,7 +140,7 @@ def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracke
     return leaves, {
         "ok": True,
         "ms": timer.elapsed_ms(),
-        "leaves": [_leaf_meta(leaf, storages) for leaf in leaves],
+        "leaves": [leaf_meta(leaf, storages) for leaf in leaves],
         "ops": sorted(set(guard.compute_ops) | set(compute_ops([name for name in seen if name.startswith("aten::")]))),
         "kernel_calls": tracker.calls,
     }

@@ -6,6 +6,9 @@ Holds:
     checksum: a device-side digest of tensor contents (names replayed outputs; no host copy).
     same_bytes: whether two tensors hold the same bytes (input mutation), on the device.
     flatten_outputs: a forward's result as a list of leaves.
+    leaf_meta, leaf_mismatch: what an output leaf is, and whether that matches the reference's leaf
+        (count, kind, plain tensor, aliasing, shape, dtype, device); the candidate's report and the
+        fetched outputs are held to the same check.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Mismatch", "Comparison", "compare_outputs", "checksum", "same_bytes", "flatten_outputs"]
+__all__ = ["Mismatch", "Comparison", "compare_outputs", "checksum", "same_bytes", "flatten_outputs", "leaf_meta", "leaf_mismatch"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 # Elements compared at once: float64 temporaries of one chunk stay in the hundreds of MB.
@@ -83,6 +86,54 @@ def _storages(values: list[Any]) -> set[int]:
     return {v.untyped_storage().data_ptr() for v in values if isinstance(v, torch.Tensor) and v.numel()}
 
 
+def leaf_meta(leaf: Any, input_storages: set[int]) -> dict[str, Any]:
+    """What one output leaf is (kind, plain tensor or subclass, shape, dtype, device, whether it aliases an input).
+
+    The candidate process describes its outputs with it; :func:`compare_outputs` describes the fetched ones
+    the same way, so both are held to the one :func:`leaf_mismatch`.
+    """
+    if isinstance(leaf, torch.Tensor):
+        plain = type(leaf) is torch.Tensor
+        return {
+            "kind": "tensor",
+            "plain": plain,
+            "type": type(leaf).__name__,
+            "shape": list(leaf.shape),
+            "dtype": str(leaf.dtype),
+            "device": str(leaf.device),
+            "aliases_input": bool(plain and leaf.numel() and leaf.untyped_storage().data_ptr() in input_storages),
+        }
+    if isinstance(leaf, (bool, int, float, str)) or leaf is None:
+        return {"kind": "value", "value": leaf}
+    return {"kind": "object", "type": type(leaf).__name__}
+
+
+
+def leaf_mismatch(expected: list[Any], leaves: list[Any]) -> Mismatch | None:
+    """What the candidate reports about its outputs, against the reference's (count, type, aliasing, shape, dtype, device)."""
+    if len(leaves) != len(expected):
+        return Mismatch("wrong-output", f"expected {len(expected)} output(s), got {len(leaves)}")
+    for index, (ref, meta) in enumerate(zip(expected, leaves, strict=True)):
+        label = f"output {index}" if len(expected) > 1 else "the output"
+        if not isinstance(meta, dict):
+            return Mismatch("wrong-output", f"{label} could not be read")
+        if not isinstance(ref, torch.Tensor):
+            if meta.get("kind") != "value" or meta.get("value") != ref:
+                return Mismatch("wrong-output", f"{label} should be {ref!r}, got {meta.get('value', meta.get('type'))!r}")
+            continue
+        if meta.get("kind") != "tensor" or not meta.get("plain"):
+            return Mismatch("output-not-plain-tensor", f"{label} is a {meta.get('type')}, not a plain torch.Tensor", illegal=True)
+        if meta.get("aliases_input"):
+            return Mismatch("output-aliases-input", f"{label} shares memory with an input; return a tensor of your own", illegal=True)
+        if tuple(meta.get("shape", ())) != tuple(ref.shape):
+            return Mismatch("wrong-output", f"{label} has shape {tuple(meta.get('shape', ()))}, expected {tuple(ref.shape)}")
+        if meta.get("dtype") != str(ref.dtype):
+            return Mismatch("wrong-output", f"{label} has dtype {meta.get('dtype')}, expected {ref.dtype}")
+        if str(meta.get("device", "")).split(":")[0] != ref.device.type:
+            return Mismatch("wrong-output", f"{label} is on {meta.get('device')}, expected {ref.device}")
+    return None
+
+
 def compare_outputs(reference: Any, candidate: Any, inputs: list[Any], atol: float, rtol: float, low_precision_tol: float) -> Comparison:
     """Compare candidate outputs with the reference's.
 
@@ -92,34 +143,14 @@ def compare_outputs(reference: Any, candidate: Any, inputs: list[Any], atol: flo
     tolerance. Non-finite values must appear exactly where the reference has them.
     """
     refs, news = flatten_outputs(reference), flatten_outputs(candidate)
-    if len(refs) != len(news):
-        return Comparison(Mismatch("wrong-output", f"expected {len(refs)} output(s), got {len(news)}"), float("inf"), float("inf"))
-    input_storages = _storages(inputs)
+    structure = leaf_mismatch(refs, [leaf_meta(new, _storages(inputs)) for new in news])
+    if structure is not None:
+        return Comparison(structure, float("inf"), float("inf"))
     worst_abs = worst_rel = 0.0
     for index, (ref, new) in enumerate(zip(refs, news, strict=True)):
         label = f"output {index}" if len(refs) > 1 else "the output"
         if not isinstance(ref, torch.Tensor):
-            if new != ref:
-                return Comparison(Mismatch("wrong-output", f"{label} should be {ref!r}, got {new!r}"), float("inf"), float("inf"))
             continue
-        if type(new) is not torch.Tensor:
-            return Comparison(
-                Mismatch("output-not-plain-tensor", f"{label} is a {type(new).__name__}, not a plain torch.Tensor", illegal=True),
-                float("inf"),
-                float("inf"),
-            )
-        if new.numel() and new.untyped_storage().data_ptr() in input_storages:
-            return Comparison(
-                Mismatch("output-aliases-input", f"{label} shares memory with an input; return a tensor of your own", illegal=True),
-                float("inf"),
-                float("inf"),
-            )
-        if new.shape != ref.shape:
-            return Comparison(Mismatch("wrong-output", f"{label} has shape {tuple(new.shape)}, expected {tuple(ref.shape)}"), float("inf"), float("inf"))
-        if new.dtype != ref.dtype:
-            return Comparison(Mismatch("wrong-output", f"{label} has dtype {new.dtype}, expected {ref.dtype}"), float("inf"), float("inf"))
-        if new.device != ref.device:
-            return Comparison(Mismatch("wrong-output", f"{label} is on {new.device}, expected {ref.device}"), float("inf"), float("inf"))
         if ref.dtype in _LOW_PRECISION:
             tol_abs = tol_rel = low_precision_tol
         else:

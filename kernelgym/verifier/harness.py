@@ -29,7 +29,7 @@ from kernelgym.backends.native import toolchain_floor, trim_compiler_log
 from kernelgym.backends.symbols import describe_findings, exported_symbols, forbidden_symbols, imported_symbols
 from kernelgym.verifier.candidate_side import load_module
 from kernelgym.verifier.channel import CandidateChannel, CandidateCrash, CandidateProtocolError, CandidateTimeout
-from kernelgym.verifier.compare import Comparison, Mismatch, compare_outputs, flatten_outputs, same_bytes
+from kernelgym.verifier.compare import Comparison, Mismatch, compare_outputs, flatten_outputs, leaf_mismatch, same_bytes
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.presets import get_preset
 from kernelgym.verifier.result import Status, Violation
@@ -319,7 +319,7 @@ class Harness:
 
     def outputs(self, reply: dict[str, Any], expected: Any) -> tuple[Mismatch | None, list[Any]]:
         """Read the kept outputs back (after checking what the candidate says they are)."""
-        mismatch = _leaf_mismatch(flatten_outputs(expected), reply.get("leaves", []))
+        mismatch = leaf_mismatch(flatten_outputs(expected), reply.get("leaves", []))
         if mismatch is not None:
             return mismatch, []
         fetched = self.ask("fetch")
@@ -341,31 +341,6 @@ def _host_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def _signature(values: list[Any]) -> tuple:
     return tuple((tuple(v.shape), v.dtype, v.device) if isinstance(v, torch.Tensor) else type(v).__name__ for v in values)
-
-
-def _leaf_mismatch(expected: list[Any], leaves: list[Any]) -> Mismatch | None:
-    """What the candidate reports about its outputs, against the reference's (count, type, aliasing, shape, dtype, device)."""
-    if len(leaves) != len(expected):
-        return Mismatch("wrong-output", f"expected {len(expected)} output(s), got {len(leaves)}")
-    for index, (ref, meta) in enumerate(zip(expected, leaves, strict=True)):
-        label = f"output {index}" if len(expected) > 1 else "the output"
-        if not isinstance(meta, dict):
-            return Mismatch("wrong-output", f"{label} could not be read")
-        if not isinstance(ref, torch.Tensor):
-            if meta.get("kind") != "value" or meta.get("value") != ref:
-                return Mismatch("wrong-output", f"{label} should be {ref!r}, got {meta.get('value', meta.get('type'))!r}")
-            continue
-        if meta.get("kind") != "tensor" or not meta.get("plain"):
-            return Mismatch("output-not-plain-tensor", f"{label} is a {meta.get('type')}, not a plain torch.Tensor", illegal=True)
-        if meta.get("aliases_input"):
-            return Mismatch("output-aliases-input", f"{label} shares memory with an input; return a tensor of your own", illegal=True)
-        if tuple(meta.get("shape", ())) != tuple(ref.shape):
-            return Mismatch("wrong-output", f"{label} has shape {tuple(meta.get('shape', ()))}, expected {tuple(ref.shape)}")
-        if meta.get("dtype") != str(ref.dtype):
-            return Mismatch("wrong-output", f"{label} has dtype {meta.get('dtype')}, expected {ref.dtype}")
-        if str(meta.get("device", "")).split(":")[0] != ref.device.type:
-            return Mismatch("wrong-output", f"{label} is on {meta.get('device')}, expected {ref.device}")
-    return None
 
 
 def mismatch_verdict(mismatch: Mismatch, context: str, rule: str) -> Verdict:
