@@ -49,6 +49,7 @@ __all__ = [
     "BuildError",
     "ForbiddenSymbolsError",
     "ensure_pch",
+    "beyond_floor",
     "extension_symbols",
     "file_lock",
     "intercept_load_inline",
@@ -269,6 +270,16 @@ def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any
             partial.rename(record)
     _FLOORS[digest] = frozenset(json.loads(record.read_text()))
     return _FLOORS[digest]
+
+
+def beyond_floor(findings: list[ForbiddenSymbol], allow_list: str, store: Path,
+                 load_inline: Callable[..., Any] | None = None) -> list[ForbiddenSymbol]:
+    """``findings`` less those among the toolchain's floor (:func:`toolchain_floor`, built only when there are
+    findings); an interposing export is never excused."""
+    if not findings:
+        return findings
+    floor = toolchain_floor(allow_list, store, load_inline)
+    return [f for f in findings if f.concern == "interposition" or f.symbol not in floor]
 
 
 def _as_list(value: str | Sequence[str] | None) -> list[str]:
@@ -501,9 +512,8 @@ def intercept_load_inline(
                 (build_dir / "ok").write_text(key_material)
             imported, exported = extension_symbols(library)
             findings = [f for f in forbidden_symbols(imported, allow_list, exported) if f.concern not in ADMITTED_CONCERNS]
-            if findings:  # this process's own check, so the floor may live in the shared cache
-                floor = toolchain_floor(allow_list, build_root.parent / "floor", real_load_inline)
-                findings = [f for f in findings if f.concern == "interposition" or f.symbol not in floor]
+            # this process's own check, so the floor may live in the shared cache
+            findings = beyond_floor(findings, allow_list, build_root.parent / "floor", real_load_inline)
             if findings:
                 raise ForbiddenSymbolsError(findings)
             module = _import_extension(module_name, library)

@@ -399,7 +399,7 @@ class ForwardRules:
         """``kernel[grid](...)`` launches a Triton kernel; a call of any other subscript calls whatever it holds."""
         value = field_of(function, "value")
         held = self.p.resolve(value)
-        if any(t.startswith(("<jit>", "<ext>")) or t == "<ext>" for t in held):
+        if any(t.startswith(("<jit>", "<ext>")) for t in held):
             self.kernel_uses += 1
             return
         self.add("unresolved-call", node, rule_message("unresolved-call", node_text(function)))
