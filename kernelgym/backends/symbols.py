@@ -48,12 +48,17 @@ class ForbiddenSymbol:
     Attributes:
         symbol: the demangled symbol as ``nm`` prints it (version suffix removed).
         concern: short name of what it gives access to (``"ATen compute"``, ``"threads"``, ...).
-        sentence: a full sentence for the feedback, naming the symbol.
+        advice: what is wrong with it and what to do instead (the sentence without the symbol).
     """
 
     symbol: str
     concern: str
-    sentence: str
+    advice: str
+
+    @property
+    def sentence(self) -> str:
+        """A full sentence for the feedback, naming the symbol."""
+        return f"`{_short(self.symbol)}` {self.advice}."
 
 
 # --------------------------------------------------------------------------------------------
@@ -429,13 +434,13 @@ def forbidden_symbols(symbols: Iterable[str], backend: str, exported: Iterable[s
             known = ("not allowed", f"is not on the {backend} backend's allow-list of native symbols "
                      "(allocation, tensor metadata, error helpers, the device runtime, the C/C++ runtime)")
         concern, advice = known
-        found.append(ForbiddenSymbol(symbol, concern, f"`{_short(symbol)}` {advice}."))
+        found.append(ForbiddenSymbol(symbol, concern, advice))
     for name in exported:
         if not _EXPORT_OK.fullmatch(name):
             found.append(ForbiddenSymbol(
                 name, "interposition",
-                f"`{name}` is defined with C linkage, which can shadow a system or runtime function; "
-                "drop `extern \"C\"` or make it `static`.",
+                "is defined with C linkage, which can shadow a system or runtime function; "
+                "drop `extern \"C\"` or make it `static`",
             ))
     return found
 
@@ -450,8 +455,7 @@ def describe_findings(findings: Sequence[ForbiddenSymbol], limit: int = 12) -> s
     """
     groups: dict[str, list[str]] = {}
     for finding in findings:
-        advice = finding.sentence.split("` ", 1)[-1].rstrip(".") if finding.sentence.startswith("`") else finding.sentence
-        groups.setdefault(advice, []).append(finding.symbol)
+        groups.setdefault(finding.advice, []).append(finding.symbol)
     parts, shown = [], 0
     for advice, symbols in groups.items():
         names = symbols[: max(0, limit - shown)]

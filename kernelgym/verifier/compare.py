@@ -108,7 +108,6 @@ def leaf_meta(leaf: Any, input_storages: set[int]) -> dict[str, Any]:
     return {"kind": "object", "type": type(leaf).__name__}
 
 
-
 def leaf_mismatch(expected: list[Any], leaves: list[Any]) -> Mismatch | None:
     """What the candidate reports about its outputs, against the reference's (count, type, aliasing, shape, dtype, device)."""
     if len(leaves) != len(expected):
@@ -151,6 +150,8 @@ def compare_outputs(reference: Any, candidate: Any, inputs: list[Any], atol: flo
         label = f"output {index}" if len(refs) > 1 else "the output"
         if not isinstance(ref, torch.Tensor):
             continue
+        if new.device != ref.device:  # the exact device, not only its type (what leaf_mismatch can tell from a report)
+            return Comparison(Mismatch("wrong-output", f"{label} is on {new.device}, expected {ref.device}"), float("inf"), float("inf"))
         if ref.dtype in _LOW_PRECISION:
             tol_abs = tol_rel = low_precision_tol
         else:
