@@ -226,10 +226,10 @@ _FLOORS: dict[str, frozenset[str]] = {}
 
 
 def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any] | None = None) -> frozenset[str]:
-    """The symbols a minimal honest extension imports when this toolchain builds it.
+    """The symbols a minimal honest extension imports or defines when this toolchain builds it.
 
     Whatever the toolchain links into every extension (pybind11's glue as this torch's
-    headers instantiate it, the C++ runtime's unwinder, a statically linked device
+    headers instantiate it, the C++ runtime's unwinder, a statically linked C++ or device
     runtime) is not the candidate's choice, so a finding among these symbols is not held
     against it. The floor is built once per toolchain with torch's own ``load_inline``
     and default flags (no precompiled header, which a candidate could have written) into
@@ -244,7 +244,7 @@ def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any
     if allow_list not in ("cpp", "cuda") or (cuda and cpp_extension.CUDA_HOME is None):
         return frozenset()
     fingerprint = toolchain_fingerprint(("c++", "nvcc") if cuda else ("c++",))
-    digest = hashlib.sha256(json.dumps([allow_list, fingerprint, _FLOOR_CUDA if cuda else _FLOOR_CPP]).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps([2, allow_list, fingerprint, _FLOOR_CUDA if cuda else _FLOOR_CPP]).encode()).hexdigest()[:16]
     if digest in _FLOORS:
         return _FLOORS[digest]
     record = store / f"floor-{allow_list}-{digest}.json"
@@ -262,11 +262,11 @@ def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any
                     name=name, functions=["twice"], build_directory=str(build_dir), verbose=False, **sources)
             library = build_dir / f"{name}.so"
             try:
-                imported = imported_symbols(library)
+                names = imported_symbols(library) + exported_symbols(library)
             except (OSError, subprocess.SubprocessError):
                 return frozenset()
             partial = record.with_suffix(".partial")
-            partial.write_text(json.dumps(imported))
+            partial.write_text(json.dumps(names))
             partial.rename(record)
     _FLOORS[digest] = frozenset(json.loads(record.read_text()))
     return _FLOORS[digest]
@@ -275,11 +275,11 @@ def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any
 def beyond_floor(findings: list[ForbiddenSymbol], allow_list: str, store: Path,
                  load_inline: Callable[..., Any] | None = None) -> list[ForbiddenSymbol]:
     """``findings`` less those among the toolchain's floor (:func:`toolchain_floor`, built only when there are
-    findings); an interposing export is never excused."""
+    findings): an import the minimal extension also imports, an export it also defines."""
     if not findings:
         return findings
     floor = toolchain_floor(allow_list, store, load_inline)
-    return [f for f in findings if f.concern == "interposition" or f.symbol not in floor]
+    return [f for f in findings if f.symbol not in floor]
 
 
 def _as_list(value: str | Sequence[str] | None) -> list[str]:

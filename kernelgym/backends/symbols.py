@@ -170,7 +170,7 @@ _ALLOWED_OPS = """
 _C_BASICS = """
     memcpy memmove memset memcmp memchr strlen strnlen strcmp strncmp strchr strrchr strstr strdup strndup strcpy
     strncpy strcat strncat strtol strtoul strtoll strtoull strtod strtof __isoc23_strtol __isoc23_strtoul
-    __isoc23_strtoll __isoc23_strtoull malloc calloc realloc free posix_memalign aligned_alloc memalign abort
+    __isoc23_strtoll __isoc23_strtoull malloc calloc realloc free posix_memalign aligned_alloc memalign abort exit
     __assert_fail __stack_chk_fail __errno_location __tls_get_addr __libc_single_threaded __gmon_start__
     _Unwind_Resume __gxx_personality_v0 __dynamic_cast
     printf fprintf vfprintf puts fputs fputc putc putchar fflush fwrite snprintf sprintf vsnprintf vsprintf
@@ -389,7 +389,13 @@ _CONCERNS: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
 # carves its symbols out of the broad allow-list patterns (``std::thread`` out of ``std::``, ``PyRun_*`` out of ``Py*``).
 _EXPLAIN_ONLY = frozenset({"ATen compute", "dispatcher"})
 
-_EXPORT_OK = re.compile(r"PyInit_\w+|_init|_fini|_edata|_end|__bss_start|__fatbinwrap\w*|__nv\w*|__cuda\w*|__musa\w*")
+# The module's init function, the linker's markers, the device toolchain's registration glue, and the C++ and
+# compiler runtime's own entry points, which a toolchain that links its runtime statically defines in every
+# extension (libsupc++'s ``__cxa_*``, libgcc's unwinder and helpers, libitm's clones).
+_EXPORT_OK = re.compile(
+    r"PyInit_\w+|_init|_fini|_edata|_end|__bss_start|__fatbinwrap\w*|__nv\w*|__cuda\w*|__musa\w*"
+    r"|__cxa_\w+|__gxx_\w+|__gcclibcxx_\w+|_Unwind_\w+|_ITM_\w+|__(?:de)?register_frame\w*|__frame_state_for"
+)
 
 
 def _concern(entity: str) -> tuple[str, str] | None:

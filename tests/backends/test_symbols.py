@@ -98,6 +98,21 @@ def test_a_c_linkage_definition_that_could_interpose_is_caught(tmp_path: Path) -
     assert [f.concern for f in forbidden_symbols([], "cpp", exported)] == ["interposition"]
 
 
+def test_the_cxx_runtime_linked_statically_is_not_interposition() -> None:
+    # A toolchain that links libstdc++/libgcc statically (seen with torch 2.11+cu130) defines these in every extension.
+    runtime = ["__cxa_allocate_exception", "__cxa_demangle", "__gxx_personality_v0", "_Unwind_Resume", "_ITM_RU1"]
+    assert forbidden_symbols([], "cuda", runtime) == []
+    assert [f.symbol for f in forbidden_symbols([], "cuda", ["__cxa_begin_catch", "cudaLaunchKernel"])] == [
+        "cudaLaunchKernel"]
+
+
+def test_the_floor_excuses_its_own_imports_and_exports_and_nothing_else(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(native, "toolchain_floor", lambda *_: frozenset({"__udivti3", "PyObject_GetAttrString"}))
+    found = forbidden_symbols(["PyObject_GetAttrString", "dlsym"], "cuda", ["__udivti3", "cudaEventElapsedTime"])
+    kept = native.beyond_floor(found, "cuda", tmp_path)
+    assert sorted(f.symbol for f in kept) == ["cudaEventElapsedTime", "dlsym"]
+
+
 @pytest.mark.parametrize(
     ("symbol", "backend"),
     [
@@ -229,7 +244,8 @@ def test_the_toolchain_floor_is_allowed_here_and_excuses_only_its_own_symbols(ca
     store = cache_dir.with_name(cache_dir.name + ".trusted")  # where the judge keeps its floor: built once per session
     floor = native.toolchain_floor("cpp", store)
     assert "GOMP_parallel" in floor and any(s.startswith("Py") for s in floor)
-    assert forbidden_symbols(floor, "cpp") == []
+    # Every name the floor imports or defines is admitted as one or the other on this toolchain.
+    assert [s for s in floor if forbidden_symbols([s], "cpp") and forbidden_symbols([], "cpp", [s])] == []
     assert native.toolchain_floor("cpp", store) is floor  # read once per process
     assert native.toolchain_floor("musa", store) == frozenset()
 
