@@ -41,7 +41,7 @@ from typing import Any
 from kernelgym.executor.sandbox import SandboxPolicy, apply_limits, die_with_parent, kill_session, restrict_filesystem
 from kernelgym.verifier.channel import CandidateCrash, CandidateProtocolError, CandidateTimeout
 
-__all__ = ["CandidateProcess", "main"]
+__all__ = ["CandidateFactory", "CandidateProcess", "main", "prepare_factory"]
 
 _MAX_REPLY_BYTES = 16 * 1024**2
 _FATAL_SIGNALS = (("Segmentation fault", "SIGSEGV"), ("Aborted", "SIGABRT"), ("Bus error", "SIGBUS"),
@@ -279,13 +279,14 @@ def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPo
     side.serve(lambda: pickle.loads(conn.recv_bytes()), conn.send_bytes)
 
 
-def main(argv: list[str]) -> int:
-    """The factory: ``argv`` = [control fd, cache_dir, policy_json, backend]; forks one candidate per request."""
-    die_with_parent()
-    fd, cache_dir, policy_json, backend_name = int(argv[0]), Path(argv[1]), argv[2], argv[3]
-    raw = json.loads(policy_json)
-    policy = SandboxPolicy(**{**raw, "writable": tuple(raw["writable"])})
+def prepare_factory(cache_dir: Path, backend_name: str) -> tuple[Any, Any]:
+    """What every candidate inherits: torch and the candidate side imported, the backend's host setup, the observer.
 
+    Nothing here may initialize a GPU driver, or every forked candidate fails to create its device context.
+    ``torch.utils.cpp_extension`` asks at import whether CUDA is available (to find ``CUDA_HOME``); asked
+    through the CUDA runtime, that initializes the driver; asked through NVML, as set here, it does not.
+    """
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     import torch  # noqa: F401  (the slow import, done once for every candidate)
 
     import kernelgym.verifier.candidate_side  # noqa: F401
@@ -301,6 +302,16 @@ def main(argv: list[str]) -> int:
     except BuildError as exc:
         print(f"kernelgym: the ATen observer could not be built, only the Python guard watches calls: {exc}", flush=True)
         observer = None
+    return backend, observer
+
+
+def main(argv: list[str]) -> int:
+    """The factory: ``argv`` = [control fd, cache_dir, policy_json, backend]; forks one candidate per request."""
+    die_with_parent()
+    fd, cache_dir, policy_json, backend_name = int(argv[0]), Path(argv[1]), argv[2], argv[3]
+    raw = json.loads(policy_json)
+    policy = SandboxPolicy(**{**raw, "writable": tuple(raw["writable"])})
+    backend, observer = prepare_factory(cache_dir, backend_name)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     gc.freeze()  # the garbage collector of a child never writes to (and so never copies) the factory's objects
     control = socket.socket(fileno=fd)

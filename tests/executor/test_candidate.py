@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,39 @@ def test_a_hang_times_out_and_a_crash_is_reported(candidate: CandidateProcess):
     with pytest.raises(CandidateCrash):
         candidate.request(("ping",), 5)
     assert not candidate.dir.exists()
+
+
+_PROBE = """
+import os, sys
+from pathlib import Path
+from kernelgym.executor.candidate import prepare_factory
+prepare_factory(Path(sys.argv[1]), sys.argv[2])
+import torch
+pid = os.fork()
+if pid == 0:
+    try:
+        torch.empty(1, device=sys.argv[2] == "cpp" and "cpu" or "cuda")
+        os._exit(0 if torch.cuda._nvml_based_avail() else 3)
+    except RuntimeError as exc:
+        print(exc, flush=True)
+        os._exit(2)
+os._exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def _probe(cache_dir: Path, backend: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _PROBE, str(cache_dir), backend], capture_output=True, text=True, timeout=600)
+
+
+def test_the_factory_asks_for_devices_in_a_way_that_leaves_forks_usable(cache_dir: Path):
+    # torch.utils.cpp_extension asks whether CUDA is available at import; through NVML that initializes nothing
+    probe = _probe(cache_dir, "cpp")
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+
+
+@pytest.mark.gpu
+def test_a_forked_candidate_creates_its_own_cuda_context(cache_dir: Path):
+    # Seen on an H100 (torch 2.11+cu130): the factory's import of cpp_extension initialized the driver and every
+    # candidate failed with "Cannot re-initialize CUDA in forked subprocess".
+    probe = _probe(cache_dir, "cuda")
+    assert probe.returncode == 0, probe.stdout + probe.stderr

@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kernelgym.executor.local import WorkerHandle
+from kernelgym.executor.local import JUDGE_ERROR_FLAG, WorkerHandle, failure_result
 from kernelgym.executor.sandbox import SandboxPolicy
 from kernelgym.executor.worker import _cpus
+from kernelgym.tasks import load_suite
+from kernelgym.verifier import VerifierConfig
+from kernelgym.verifier.job import JudgeJob
+from kernelgym.verifier.result import Status
 
 
 def test_judges_get_one_cpu_each_and_builders_share_the_rest() -> None:
@@ -43,3 +47,13 @@ def test_a_worker_whose_caller_hangs_up_exits_cleanly(cache_dir: Path) -> None:
         assert process.wait(timeout=60) == 0
     finally:
         handle.stop()
+
+
+def test_a_failure_of_the_judge_is_flagged_and_says_it_is_not_the_answers() -> None:
+    suite = load_suite("cpu")
+    task = suite[suite.ids()[0]]
+    job = JudgeJob(task, "class ModelNew: ...", "cpp", VerifierConfig(), seeds=(1, 2, 3, 4))
+    judged = failure_result(job, Status.RUNTIME_ERROR, "The judge's worker failed: boom", "build", judge_error=True)
+    assert judged.flags == (JUDGE_ERROR_FLAG,) and "says nothing about the answer" in judged.feedback
+    crashed = failure_result(job, Status.RUNTIME_ERROR, "The worker crashed during the check stage: SIGSEGV", "check")
+    assert crashed.flags == () and crashed.compiled
