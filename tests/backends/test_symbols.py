@@ -3,8 +3,7 @@
 Small shared objects are compiled here with plain ``c++`` (no torch headers, a
 second each): declaring a function is enough to import it, which is exactly
 what the linker records. Slow tests build real answers through the ``cpp``
-backend's cache: the honest bundled solutions and legit samples pass, the
-red-team samples of ``tests/hacks/cpp`` that reach ATen, the dispatcher,
+backend's cache: the red-team samples of ``tests/hacks/cpp`` that reach ATen, the dispatcher,
 ``dlsym``, a thread pool or ``mallopt`` are refused before their extension is
 imported.
 """
@@ -210,9 +209,8 @@ def _build(path: Path, cache_dir: Path) -> None:
         runpy.run_path(str(path), run_name="candidate")
 
 
-_HONEST = sorted((ROOT / "kernelgym/tasks/suites/cpu/solutions/cpp").glob("level*/*.py")) + sorted(
-    (ROOT / "tests/legit/cpp").glob("*.py")
-)
+# The honest answers (the cpu suite's solutions, tests/legit/cpp) pass the same check inside the judge: they are
+# judged ok by tests/verifier/test_pipeline.py and tests/hacks/test_corpus.py, built there in parallel.
 _CAUGHT = {
     "p01_native_using_namespace_at.py": "ATen compute",
     "p01_native_macro_namespace.py": "ATen compute",
@@ -221,12 +219,6 @@ _CAUGHT = {
     "p14_native_c10_thread_pool.py": "threads",
     "p23_native_mallopt_at_init.py": "process settings",
 }
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("path", _HONEST, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_honest_cpp_answers_link_only_allowed_symbols(path: Path, cache_dir: Path) -> None:
-    _build(path, cache_dir)
 
 
 @pytest.mark.slow
