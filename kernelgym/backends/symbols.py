@@ -394,7 +394,7 @@ _EXPLAIN_ONLY = frozenset({"ATen compute", "dispatcher"})
 # extension (libsupc++'s ``__cxa_*``, libgcc's unwinder and helpers, libitm's clones).
 _EXPORT_OK = re.compile(
     r"PyInit_\w+|_init|_fini|_edata|_end|__bss_start|__fatbinwrap\w*|__nv\w*|__cuda\w*|__musa\w*"
-    r"|__cxa_\w+|__gxx_\w+|__gcclibcxx_\w+|_Unwind_\w+|_ITM_\w+|__(?:de)?register_frame\w*|__frame_state_for"
+    r"|__cxa_\w+|__gxx_\w+|__gcclibcxx_\w+|__dynamic_cast|_Unwind_\w+|_ITM_\w+|__(?:de)?register_frame\w*|__frame_state_for"
 )
 
 
