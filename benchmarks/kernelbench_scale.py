@@ -63,6 +63,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from kernelgym.envs.prompt import sanitize  # noqa: E402
 from kernelgym.tasks import Task, load_kernelbench_dir  # noqa: E402
 
 LARGE = (
@@ -154,7 +155,7 @@ def _kernelgym_record(phase: str, answer: Answer, result: Any, seconds: float) -
         "seconds": round(seconds, 3),
     }
     if result.status.value != "ok":
-        record["feedback"] = _clip(result.feedback or "")
+        record["feedback"] = _record_text(result.feedback or "")
     return record
 
 
@@ -205,7 +206,7 @@ def run_kernelgym(phase: str, answers: Sequence[Answer], args: argparse.Namespac
             for index, answer in enumerate(batch):
                 if index not in seen:
                     recorder.add({**_base(phase, answer), "status": "harness_error", "seconds": 0.0,
-                                  "feedback": _clip(f"{type(exc).__name__}: {exc}")})
+                                  "feedback": _record_text(f"{type(exc).__name__}: {exc}")})
     return {"wall_s": round(time.perf_counter() - start, 3)}
 
 
@@ -366,7 +367,7 @@ def run_kernelbench(answers: Sequence[Answer], args: argparse.Namespace, work: P
             record.update(status=_kb_status(outcome), runtime_ms=outcome["runtime"], ref_ms=outcome["ref_runtime"],
                           speedup=outcome["ref_runtime"] / outcome["runtime"] if ok else None)
             if record["status"] != "ok":
-                record["feedback"] = _clip(json.dumps(outcome["metadata"]))
+                record["feedback"] = _record_text(json.dumps(outcome["metadata"]))
         recorder.add(record)
     return {"wall_s": round(time.perf_counter() - start, 3), "prebuild_s": round(prebuild_s, 3),
             "stand_ins": sorted(replaced)}
@@ -375,9 +376,9 @@ def run_kernelbench(answers: Sequence[Answer], args: argparse.Namespace, work: P
 # -- records and summary --------------------------------------------------------------------------------------
 
 
-def _clip(text: str, head: int = 1200, tail: int = 1200) -> str:
+def _record_text(text: str) -> str:
     """A failure's text for the record: its head (the verdict) and its tail (where a traceback says what broke)."""
-    return text if len(text) <= head + tail else f"{text[:head]}\n[... {len(text) - head - tail} characters ...]\n{text[-tail:]}"
+    return sanitize(text, 2400)
 
 
 def _base(phase: str, answer: Answer) -> dict[str, Any]:

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 from kernelgym.backends.base import BuildRecord, KernelTracker
 from kernelgym.backends.symbols import (
@@ -53,6 +53,7 @@ __all__ = [
     "extension_symbols",
     "file_lock",
     "intercept_load_inline",
+    "ToolchainFloor",
     "toolchain_floor",
     "toolchain_fingerprint",
     "trim_compiler_log",
@@ -222,10 +223,19 @@ torch::Tensor twice(torch::Tensor x) {
     return y;
 }
 """
-_FLOORS: dict[str, frozenset[str]] = {}
 
 
-def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any] | None = None) -> frozenset[str]:
+class ToolchainFloor(NamedTuple):
+    """What a minimal honest extension imports, and what it defines with C linkage, on one toolchain."""
+
+    imported: frozenset[str] = frozenset()
+    exported: frozenset[str] = frozenset()
+
+
+_FLOORS: dict[str, ToolchainFloor] = {}
+
+
+def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any] | None = None) -> ToolchainFloor:
     """The symbols a minimal honest extension imports or defines when this toolchain builds it.
 
     Whatever the toolchain links into every extension (pybind11's glue as this torch's
@@ -242,9 +252,9 @@ def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any
 
     cuda = allow_list == "cuda"
     if allow_list not in ("cpp", "cuda") or (cuda and cpp_extension.CUDA_HOME is None):
-        return frozenset()
+        return ToolchainFloor()
     fingerprint = toolchain_fingerprint(("c++", "nvcc") if cuda else ("c++",))
-    digest = hashlib.sha256(json.dumps([2, allow_list, fingerprint, _FLOOR_CUDA if cuda else _FLOOR_CPP]).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps([3, allow_list, fingerprint, _FLOOR_CUDA if cuda else _FLOOR_CPP]).encode()).hexdigest()[:16]
     if digest in _FLOORS:
         return _FLOORS[digest]
     record = store / f"floor-{allow_list}-{digest}.json"
@@ -262,13 +272,13 @@ def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any
                     name=name, functions=["twice"], build_directory=str(build_dir), verbose=False, **sources)
             library = build_dir / f"{name}.so"
             try:
-                names = imported_symbols(library) + exported_symbols(library)
+                symbols = {"imported": imported_symbols(library), "exported": exported_symbols(library)}
             except (OSError, subprocess.SubprocessError):
-                return frozenset()
+                return ToolchainFloor()
             partial = record.with_suffix(".partial")
-            partial.write_text(json.dumps(names))
+            partial.write_text(json.dumps(symbols))
             partial.rename(record)
-    _FLOORS[digest] = frozenset(json.loads(record.read_text()))
+    _FLOORS[digest] = ToolchainFloor(**{kind: frozenset(names) for kind, names in json.loads(record.read_text()).items()})
     return _FLOORS[digest]
 
 
@@ -279,7 +289,7 @@ def beyond_floor(findings: list[ForbiddenSymbol], allow_list: str, store: Path,
     if not findings:
         return findings
     floor = toolchain_floor(allow_list, store, load_inline)
-    return [f for f in findings if f.symbol not in floor]
+    return [f for f in findings if f.symbol not in (floor.exported if f.concern == "interposition" else floor.imported)]
 
 
 def _as_list(value: str | Sequence[str] | None) -> list[str]:

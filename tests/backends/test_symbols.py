@@ -107,9 +107,12 @@ def test_the_cxx_runtime_linked_statically_is_not_interposition() -> None:
 
 
 def test_the_floor_excuses_its_own_imports_and_exports_and_nothing_else(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(native, "toolchain_floor", lambda *_: frozenset({"__udivti3", "PyObject_GetAttrString"}))
+    floor = native.ToolchainFloor(imported=frozenset({"PyObject_GetAttrString", "cudaEventElapsedTime"}),
+                                  exported=frozenset({"__udivti3"}))
+    monkeypatch.setattr(native, "toolchain_floor", lambda *_: floor)
     found = forbidden_symbols(["PyObject_GetAttrString", "dlsym"], "cuda", ["__udivti3", "cudaEventElapsedTime"])
     kept = native.beyond_floor(found, "cuda", tmp_path)
+    # the floor importing cudaEventElapsedTime does not excuse an extension that defines it
     assert sorted(f.symbol for f in kept) == ["cudaEventElapsedTime", "dlsym"]
 
 
@@ -236,11 +239,11 @@ def test_the_toolchain_floor_is_allowed_here_and_excuses_only_its_own_symbols(ca
     toolchain adds symbols of its own (a GPU image's unwinder or runtime), those and only those are excused."""
     store = cache_dir.with_name(cache_dir.name + ".trusted")  # where the judge keeps its floor: built once per session
     floor = native.toolchain_floor("cpp", store)
-    assert "GOMP_parallel" in floor and any(s.startswith("Py") for s in floor)
-    # Every name the floor imports or defines is admitted as one or the other on this toolchain.
-    assert [s for s in floor if forbidden_symbols([s], "cpp") and forbidden_symbols([], "cpp", [s])] == []
+    assert "GOMP_parallel" in floor.imported and any(s.startswith("PyInit_") for s in floor.exported)
+    # What the floor imports and defines is admitted as such on this toolchain.
+    assert forbidden_symbols(floor.imported, "cpp", floor.exported) == []
     assert native.toolchain_floor("cpp", store) is floor  # read once per process
-    assert native.toolchain_floor("musa", store) == frozenset()
+    assert native.toolchain_floor("musa", store) == native.ToolchainFloor()
 
 
 def test_findings_are_worded_by_concern_and_capped() -> None:

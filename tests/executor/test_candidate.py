@@ -86,7 +86,7 @@ import torch
 pid = os.fork()
 if pid == 0:
     try:
-        torch.empty(1, device=sys.argv[2] == "cpp" and "cpu" or "cuda")
+        torch.empty(1, device="cpu" if sys.argv[2] == "cpp" else "cuda")
         os._exit(0 if torch.cuda._nvml_based_avail() else 3)
     except RuntimeError as exc:
         print(exc, flush=True)
