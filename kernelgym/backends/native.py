@@ -26,6 +26,7 @@ import functools
 import hashlib
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -52,7 +53,10 @@ __all__ = [
     "beyond_floor",
     "extension_symbols",
     "file_lock",
+    "floor_record",
+    "floor_stores",
     "intercept_load_inline",
+    "prepare_floor",
     "ToolchainFloor",
     "toolchain_floor",
     "toolchain_fingerprint",
@@ -248,16 +252,14 @@ def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any
     and ``cuda`` allow-lists have a floor; others get an empty one, as does a toolchain that cannot
     build it (not remembered, so a later call tries again).
     """
+    record = floor_record(allow_list, store)
+    if record is None:
+        return ToolchainFloor()
     from torch.utils import cpp_extension
 
-    cuda = allow_list == "cuda"
-    if allow_list not in ("cpp", "cuda") or (cuda and cpp_extension.CUDA_HOME is None):
-        return ToolchainFloor()
-    fingerprint = toolchain_fingerprint(("c++", "nvcc") if cuda else ("c++",))
-    digest = hashlib.sha256(json.dumps([3, allow_list, fingerprint, _FLOOR_CUDA if cuda else _FLOOR_CPP]).encode()).hexdigest()[:16]
+    cuda, digest = allow_list == "cuda", record.stem.rsplit("-", 1)[1]
     if digest in _FLOORS:
         return _FLOORS[digest]
-    record = store / f"floor-{allow_list}-{digest}.json"
     with file_lock(store / "floor.lock"):
         if not record.exists():
             build_dir = store / f"floor-{digest}"
@@ -280,6 +282,44 @@ def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any
             partial.rename(record)
     _FLOORS[digest] = ToolchainFloor(**{kind: frozenset(names) for kind, names in json.loads(record.read_text()).items()})
     return _FLOORS[digest]
+
+
+def floor_record(allow_list: str, store: Path) -> Path | None:
+    """Where ``store`` keeps this toolchain's floor for ``allow_list`` (``None``: no floor applies here)."""
+    if allow_list not in ("cpp", "cuda"):
+        return None
+    from torch.utils import cpp_extension
+
+    cuda = allow_list == "cuda"
+    if cuda and cpp_extension.CUDA_HOME is None:
+        return None
+    fingerprint = toolchain_fingerprint(("c++", "nvcc") if cuda else ("c++",))
+    digest = hashlib.sha256(json.dumps([3, allow_list, fingerprint, _FLOOR_CUDA if cuda else _FLOOR_CPP]).encode()).hexdigest()[:16]
+    return store / f"floor-{allow_list}-{digest}.json"
+
+
+def floor_stores(cache_dir: Path) -> tuple[Path, Path]:
+    """The judge's floor store (beside the cache: candidates cannot write it) and the candidates' copy (in it)."""
+    return cache_dir.with_name(cache_dir.name + ".trusted"), cache_dir / "floor"
+
+
+def prepare_floor(allow_list: str, cache_dir: Path) -> ToolchainFloor:
+    """Build the judge's floor for ``allow_list`` once per toolchain, and give candidates a copy.
+
+    A worker calls this at start-up, beside its other one-time builds and before it is pinned to one
+    CPU: built lazily, the floor fell to the first candidate and then to the judge, each on one CPU
+    (minutes for CUDA). The copy is rewritten from the judge's on every start, so one a candidate
+    changed does not last; a candidate's own check reads the copy, and the judge checks again with its own.
+    """
+    judge_store, candidate_store = floor_stores(cache_dir)
+    floor = toolchain_floor(allow_list, judge_store)
+    copy = floor_record(allow_list, candidate_store)
+    if copy is not None and floor != ToolchainFloor():
+        with file_lock(candidate_store / "floor.lock"):
+            partial = copy.with_suffix(f".{os.getpid()}.partial")
+            partial.write_text(json.dumps({kind: sorted(names) for kind, names in floor._asdict().items()}))
+            partial.replace(copy)
+    return floor
 
 
 def beyond_floor(findings: list[ForbiddenSymbol], allow_list: str, store: Path,
@@ -523,7 +563,7 @@ def intercept_load_inline(
             imported, exported = extension_symbols(library)
             findings = [f for f in forbidden_symbols(imported, allow_list, exported) if f.concern not in ADMITTED_CONCERNS]
             # this process's own check, so the floor may live in the shared cache
-            findings = beyond_floor(findings, allow_list, build_root.parent / "floor", real_load_inline)
+            findings = beyond_floor(findings, allow_list, floor_stores(build_root.parent)[1], real_load_inline)
             if findings:
                 raise ForbiddenSymbolsError(findings)
             module = _import_extension(module_name, library)

@@ -22,6 +22,7 @@ import os
 import shutil
 import socket
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -53,11 +54,11 @@ def main(argv: list[str]) -> int:
     os.chdir(work_dir)
     apply_limits(policy)
     mine, startup = _cpus(policy)
-    os.sched_setaffinity(0, mine)
 
     import torch
 
     from kernelgym.backends import get_backend
+    from kernelgym.backends.native import prepare_floor
     from kernelgym.executor.candidate import CandidateFactory, CandidateProcess
     from kernelgym.verifier.judge import judge
     from kernelgym.verifier.result import Status
@@ -69,14 +70,21 @@ def main(argv: list[str]) -> int:
     backend = get_backend(backend_name)
     build_root = cache_dir / "builds"
     build_root.mkdir(parents=True, exist_ok=True)
-    backend.prepare_worker(build_root)
     # The worker runs no candidate code, so it is not confined to its directory: a process confined
     # by Landlock cannot create a GPU context in the children it starts, and every candidate needs one.
     # Each candidate confines itself once its own context exists.
     candidates = work_dir / "candidates"
     candidates.mkdir()
 
+    # One-time builds (once per cache, on a fresh machine minutes of compiling) run side by side on every
+    # CPU this worker may use, before it is pinned to its own: the factory's observer, the precompiled
+    # header with the device context, and the toolchain floor of the symbol check.
     factory = CandidateFactory(backend_name, cache_dir, policy, dict(os.environ), candidates)
+    with ThreadPoolExecutor(1) as pool:
+        floor = pool.submit(prepare_floor, backend_name, cache_dir)
+        backend.prepare_worker(build_root)
+        floor.result()
+    os.sched_setaffinity(0, mine)
 
     def spawn() -> CandidateProcess:
         return factory.spawn(_CANDIDATE_STARTUP_SECONDS, startup)

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from kernelgym.backends import Backend, BuildRecord
-from kernelgym.backends.native import beyond_floor, trim_compiler_log
+from kernelgym.backends.native import beyond_floor, floor_stores, trim_compiler_log
 from kernelgym.backends.symbols import describe_findings, exported_symbols, forbidden_symbols, imported_symbols
 from kernelgym.verifier.candidate_side import load_module
 from kernelgym.verifier.channel import CandidateChannel, CandidateCrash, CandidateProtocolError, CandidateTimeout
@@ -205,8 +205,7 @@ class Harness:
                 continue  # no nm here: the candidate side's own check stands
             findings = [f for f in forbidden_symbols(imported, self.job.backend, exported) if f.concern not in self.preset.admitted_concerns]
             # The judge's floor lives beside the cache, outside it: candidates cannot write it.
-            cache = self.build_root.parent
-            findings = beyond_floor(findings, self.job.backend, cache.with_name(cache.name + ".trusted"))
+            findings = beyond_floor(findings, self.job.backend, floor_stores(self.build_root.parent)[0])
             if findings:
                 detail = describe_findings(findings)
                 raise illegal_verdict("Your compiled extension links against functions a native kernel must not use.",

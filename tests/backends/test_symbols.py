@@ -237,13 +237,27 @@ def test_red_team_extensions_are_refused_before_import(name: str, cache_dir: Pat
 def test_the_toolchain_floor_is_allowed_here_and_excuses_only_its_own_symbols(cache_dir: Path) -> None:
     """The floor (what a minimal honest extension imports) is on the allow-list with this toolchain; where a
     toolchain adds symbols of its own (a GPU image's unwinder or runtime), those and only those are excused."""
-    store = cache_dir.with_name(cache_dir.name + ".trusted")  # where the judge keeps its floor: built once per session
+    store = native.floor_stores(cache_dir)[0]  # where the judge keeps its floor: built once per session
     floor = native.toolchain_floor("cpp", store)
     assert "GOMP_parallel" in floor.imported and any(s.startswith("PyInit_") for s in floor.exported)
     # What the floor imports and defines is admitted as such on this toolchain.
     assert forbidden_symbols(floor.imported, "cpp", floor.exported) == []
     assert native.toolchain_floor("cpp", store) is floor  # read once per process
     assert native.toolchain_floor("musa", store) == native.ToolchainFloor()
+
+
+@pytest.mark.slow
+def test_a_workers_floor_copy_for_candidates_is_rewritten_from_the_judges(cache_dir: Path) -> None:
+    """Candidates may write the cache, so their copy of the floor is only theirs to trust: each worker start
+    rewrites it from the judge's own (which the judge alone reads)."""
+    judge_store, candidate_store = native.floor_stores(cache_dir)
+    copy = native.floor_record("cpp", candidate_store)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(json.dumps({"imported": ["dlopen"], "exported": []}))  # as a candidate could have left it
+    floor = native.prepare_floor("cpp", cache_dir)
+    assert floor == native.toolchain_floor("cpp", judge_store) and "dlopen" not in floor.imported
+    assert json.loads(copy.read_text()) == {"imported": sorted(floor.imported), "exported": sorted(floor.exported)}
+    assert native.prepare_floor("triton", cache_dir) == native.ToolchainFloor()  # no native build, no floor
 
 
 def test_findings_are_worded_by_concern_and_capped() -> None:

@@ -1,10 +1,12 @@
-"""The trusted judge worker: its CPUs, its start-up handshake, and how it ends."""
+"""The trusted judge worker: its CPUs, its start-up handshake and one-time builds, and how it ends."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
+from kernelgym.backends.native import floor_record, floor_stores
 from kernelgym.executor.local import JUDGE_ERROR_FLAG, WorkerHandle, failure_result
 from kernelgym.executor.sandbox import SandboxPolicy
 from kernelgym.executor.worker import _cpus
@@ -31,6 +33,10 @@ def test_a_worker_starts_pinned_says_how_it_is_confined_and_leaves_nothing_behin
         assert handle.process is not None and handle.work_dir is not None
         assert os.sched_getaffinity(handle.process.pid) == {sorted(os.sched_getaffinity(0))[0]}
         assert "trusted worker" in handle.confinement
+        # its one-time builds are done before it says ready: the judge's floor, and the candidates' copy of it
+        judge_store, candidate_store = floor_stores(cache_dir)
+        assert floor_record("cpp", judge_store).exists()
+        assert json.loads(floor_record("cpp", candidate_store).read_text()) == json.loads(floor_record("cpp", judge_store).read_text())
         work_dir = handle.work_dir
     finally:
         handle.stop()
