@@ -178,10 +178,10 @@ def run_kernelgym(phase: str, answers: Sequence[Answer], args: argparse.Namespac
     from kernelgym.verifier import VerifierConfig
     from kernelgym.verifier.config import StageTimeouts
 
-    config = VerifierConfig()
+    config = VerifierConfig(rules=args.rules)
     if args.stage_timeout:
         t = args.stage_timeout
-        config = VerifierConfig(timeouts=StageTimeouts(build=t, check=t, time=t))
+        config = VerifierConfig(rules=args.rules, timeouts=StageTimeouts(build=t, check=t, time=t))
     start = time.perf_counter()
     for backend in BACKEND_ORDER:
         batch = [a for a in answers if a.backend == backend]
@@ -522,6 +522,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=None, help="at most this many answers")
     parser.add_argument("--deadline-s", type=float, default=0.0, help="start no answer after this many seconds (0: none)")
     parser.add_argument("--num-workers", type=int, default=None, help="kernelgym workers (default: the executor's)")
+    parser.add_argument("--rules", default="native", choices=("native", "kernelbench"),
+                        help="kernelgym's rule preset (kernelbench: PyTorch operators allowed in ModelNew)")
     parser.add_argument("--stage-timeout", type=float, default=0.0, help="kernelgym budget of every stage, s (0: the verifier's)")
     parser.add_argument("--kb-build-workers", type=int, default=min(20, os.cpu_count() or 1),
                         help="KernelBench prebuild processes (its default: 20, capped at the cores)")
@@ -579,7 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not answers:
         raise SystemExit("no answer is left after --only/--tasks/--limit")
     meta = {**machine_meta(args.commit), "kernelbench": str(Path(args.kernelbench).resolve()),
-            "answers": len(answers), "phases_run": args.phases}
+            "answers": len(answers), "phases_run": args.phases, "rules": args.rules}
     log(f"{len(answers)} answers ({sum(a.backend == 'cuda' for a in answers)} CUDA), phases {', '.join(args.phases)}; "
         f"work dir {work}")
     recorder = Recorder(out)
