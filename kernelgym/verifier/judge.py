@@ -147,8 +147,9 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
                     time_stage(h)
     except Verdict as verdict:
         status, details, violations, lead = verdict.status, verdict.details, verdict.violations, verdict.lead
-    except torch.cuda.OutOfMemoryError:
-        status, details = Status.RUNTIME_ERROR, ["The judge ran out of device memory for this task's reference and buffers."]
+    except torch.cuda.OutOfMemoryError as exc:  # torch's first line says how much was asked for and how much was free
+        status, details = Status.RUNTIME_ERROR, ["The judge ran out of device memory for this task's reference and buffers.",
+                                                 *str(exc).strip().splitlines()[:1]]
     except Exception as exc:  # a failure of the harness itself is reported, never crashes the worker
         status, details = Status.RUNTIME_ERROR, [f"Internal judge error (please report): {''.join(traceback.format_exception(exc))[-2000:]}"]
     return _result(job, backend, progress, h, status, details, violations, lead)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import torch
 
 from kernelgym.verifier.compare import checksum as fingerprint
@@ -14,6 +17,23 @@ def test_fingerprint_handles_scalars_and_detects_changes() -> None:
     assert before == fingerprint([torch.tensor(1.5), torch.ones(3, 2), 7])
     x.add_(1)
     assert before != fingerprint([x, torch.ones(3, 2), 7])
+
+
+def test_fingerprint_of_a_large_output_sums_its_bytes_in_chunks_without_widening_it_whole() -> None:
+    script = """
+import resource, torch
+from kernelgym.verifier.compare import _CHUNK, checksum
+x = torch.full((3 * _CHUNK + 5,), 1.0)  # 200 MB, over 12 chunks of bytes
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+digest = checksum([x])
+grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+assert digest[2] == 191 * x.numel(), digest  # 1.0f is the bytes 00 00 80 3f
+print(grown)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # widened whole, the 200 MB of bytes would take 1.6 GB of int64; a chunk's 130 MB is all it may take
+    assert float(done.stdout) < 400, done.stdout
 
 
 def test_match_within_tolerance() -> None:
