@@ -312,13 +312,16 @@ def prepare_floor(allow_list: str, cache_dir: Path) -> ToolchainFloor:
     changed does not last; a candidate's own check reads the copy, and the judge checks again with its own.
     """
     judge_store, candidate_store = floor_stores(cache_dir)
-    floor = toolchain_floor(allow_list, judge_store)
-    copy = floor_record(allow_list, candidate_store)
-    if copy is not None and floor != ToolchainFloor():
-        with file_lock(candidate_store / "floor.lock"):
-            partial = copy.with_suffix(f".{os.getpid()}.partial")
-            partial.write_text(json.dumps({kind: sorted(names) for kind, names in floor._asdict().items()}))
-            partial.replace(copy)
+    try:
+        floor = toolchain_floor(allow_list, judge_store)
+        copy = floor_record(allow_list, candidate_store)
+        if copy is not None and floor != ToolchainFloor():
+            with file_lock(candidate_store / "floor.lock"):
+                partial = copy.with_suffix(f".{os.getpid()}.partial")
+                partial.write_text(json.dumps({kind: sorted(names) for kind, names in floor._asdict().items()}))
+                partial.replace(copy)
+    except (OSError, subprocess.SubprocessError):  # unwritable stores: the checks build it when they need it
+        return ToolchainFloor()
     return floor
 
 
