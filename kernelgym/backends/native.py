@@ -314,12 +314,12 @@ def prepare_floor(allow_list: str, cache_dir: Path) -> ToolchainFloor:
     judge_store, candidate_store = floor_stores(cache_dir)
     try:
         floor = toolchain_floor(allow_list, judge_store)
-        copy = floor_record(allow_list, candidate_store)
-        if copy is not None and floor != ToolchainFloor():
+        record = floor_record(allow_list, judge_store)
+        if record is not None and record.exists():  # no record: no floor here, or one that could not be built
             with file_lock(candidate_store / "floor.lock"):
-                partial = copy.with_suffix(f".{os.getpid()}.partial")
-                partial.write_text(json.dumps({kind: sorted(names) for kind, names in floor._asdict().items()}))
-                partial.replace(copy)
+                partial = candidate_store / f"{record.stem}.{os.getpid()}.partial"
+                partial.write_bytes(record.read_bytes())
+                partial.replace(candidate_store / record.name)
     except (OSError, subprocess.SubprocessError):  # unwritable stores: the checks build it when they need it
         return ToolchainFloor()
     return floor
