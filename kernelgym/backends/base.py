@@ -133,6 +133,15 @@ class Backend:
     def prepare_worker(self, build_root: Path) -> None:
         """One-time setup in a fresh worker, before it is confined (e.g. precompiled headers)."""
 
+    def prepare_factory(self) -> None:
+        """One-time setup in the process that forks candidates; every candidate inherits it.
+
+        Runs before any candidate exists and must not create a device context (forked children
+        could not create their own). Trusted runtime state that the backend would otherwise set up
+        lazily, inside a candidate's first call, belongs here, so that the judge's baseline of the
+        candidate's process already includes it.
+        """
+
     def device_count(self) -> int:
         """Devices a worker can be pinned to (0: the backend is not bound to devices). Runs in the caller."""
         return 0

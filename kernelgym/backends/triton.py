@@ -163,6 +163,32 @@ class TritonBackend(GpuBackend):
         super().prepare_worker(build_root)
         _install_launch_counter(self.interpreted and not self.device_available())
 
+    def prepare_factory(self) -> None:
+        """Let Triton's compiler install its process-wide signal handlers now, before any candidate is forked.
+
+        The first MLIR pass manager run in a process registers LLVM's crash handlers (SIGHUP, SIGQUIT,
+        SIGUSR1/2, SIGTERM, SIGXCPU, SIGXFSZ, SIGSYS). Left to a candidate's first kernel launch, that
+        would read to the judge as the candidate changing its signal handlers (``process-state-changed``).
+        Run once here on an empty module (milliseconds, no device), the handlers are inherited by every
+        candidate and part of the baseline; a handler the candidate installs still shows.
+        """
+        if self.interpreted:
+            return  # the interpreter never runs the compiler
+        try:
+            from triton._C import libtriton
+
+            context = libtriton.ir.context()
+            libtriton.ir.load_dialects(context)
+            module = libtriton.ir.builder(context).create_module()
+            manager = libtriton.ir.pass_manager(context)
+            try:
+                manager.run(module, "kernelgym-warmup")
+            except TypeError:  # Triton before 3.6: run(module)
+                manager.run(module)
+        except Exception as exc:  # noqa: BLE001 (a Triton without these bindings: the first compile installs them)
+            print(f"kernelgym: Triton's compiler could not be warmed before forking ({type(exc).__name__}: {exc}); "
+                  "a Triton answer may be reported as changing its signal handlers", flush=True)
+
     def synchronize(self) -> None:
         """Wait for the GPU (nothing to wait for under the interpreter on the CPU)."""
         if self.device_available():

@@ -297,6 +297,7 @@ def prepare_factory(cache_dir: Path, backend_name: str) -> tuple[Any, Any]:
     backend = get_backend(backend_name)
     if backend.device_type == "cpu":
         backend.prepare_worker(cache_dir / "builds")  # host setup (the precompiled header) once, before forking
+    backend.prepare_factory()
     try:  # the guard below Python, built once per cache; every candidate inherits it
         observer: Any = load_observer(cache_dir / "builds")
     except BuildError as exc:

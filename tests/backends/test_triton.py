@@ -100,3 +100,35 @@ def test_without_a_gpu_workers_start_in_interpreter_mode(monkeypatch: pytest.Mon
     assert backend.device().type == "cpu"
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert backend.timing_meaningful is False
+
+
+def _caught_signals() -> int:
+    with open("/proc/self/status") as handle:
+        return next(int(line.split()[1], 16) for line in handle if line.startswith("SigCgt:"))
+
+
+def test_factory_warmup_installs_the_compilers_signal_handlers_before_candidates_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton's compiler (LLVM) installs crash handlers at its first run; the factory makes that happen before forking.
+
+    A candidate's first launch would otherwise change its signal handlers under the judge's eyes
+    (``process-state-changed`` on honest answers, seen on an H100). Compiling needs no GPU: the
+    warm-up is checked here in a fresh process, forced past the interpreter check.
+    """
+    import subprocess
+    import sys
+
+    script = (
+        "import signal, sys\n"
+        "from tests.backends.test_triton import _caught_signals\n"
+        "from kernelgym.backends.triton import TritonBackend\n"
+        "TritonBackend.interpreted = property(lambda self: False)\n"
+        "before = _caught_signals()\n"
+        "TritonBackend().prepare_factory()\n"
+        "after = _caught_signals()\n"
+        "term = 1 << (signal.SIGTERM - 1)\n"
+        "print(int(not before & term), int(bool(after & term)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == ["1", "1"], done.stdout + done.stderr
