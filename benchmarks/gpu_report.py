@@ -7,7 +7,7 @@ Two passes per backend. First every answer is built and checked by several
 workers sharing the GPU (timing off; this fills the build cache, builds are
 CPU-bound). Then the answers that passed are judged again by one worker per
 GPU with the GPU to itself: warm-up, L2 flushed before every timed run,
-inputs rotated over fresh input sets, median and IQR over ``--runs`` runs,
+fresh inputs for every timed call, median and IQR over ``--runs`` runs,
 the eager and ``torch.compile`` references timed in the same worker.
 
 Writes ``<out>/gpu-<date>.json`` and ``<out>/gpu-<date>.md`` (default out:
@@ -53,8 +53,6 @@ class Args:
     """timed runs per program (median and IQR are reported)"""
     warmup: int = 10
     """untimed calls before timing"""
-    input_sets: int = 3
-    """fresh input sets rotated over the timed runs"""
     compile_baseline: bool = True
     """also time torch.compile(Model)"""
     build_workers: int = 8
@@ -74,13 +72,12 @@ def parse_args(argv: list[str] | None = None) -> Args:
     parser.add_argument("--tasks", nargs="*", default=[])
     parser.add_argument("--runs", type=int, default=defaults.runs)
     parser.add_argument("--warmup", type=int, default=defaults.warmup)
-    parser.add_argument("--input-sets", type=int, default=defaults.input_sets)
     parser.add_argument("--no-compile-baseline", dest="compile_baseline", action="store_false")
     parser.add_argument("--build-workers", type=int, default=defaults.build_workers)
     parser.add_argument("--out", default=defaults.out)
     parser.add_argument("--commit", default=defaults.commit)
     ns = parser.parse_args(argv)
-    return Args(ns.suite, tuple(ns.backends), tuple(ns.tasks), ns.runs, ns.warmup, ns.input_sets,
+    return Args(ns.suite, tuple(ns.backends), tuple(ns.tasks), ns.runs, ns.warmup,
                 ns.compile_baseline, ns.build_workers, ns.out, ns.commit)
 
 
@@ -151,6 +148,11 @@ def row(result: EvalResult) -> dict[str, Any]:
     return out
 
 
+def timing_config(args: Args) -> VerifierConfig:
+    """The timing pass's judge settings (every timed call takes fresh inputs: docs/gpu.md)."""
+    return VerifierConfig(runs=args.runs, warmup=args.warmup, compile_baseline=args.compile_baseline)
+
+
 def judge(args: Args, backend: str, pairs: list[tuple[Any, str]]) -> list[EvalResult]:
     """Build and check in parallel, then time what passed with one worker per GPU."""
     check_config = VerifierConfig(timing=False)
@@ -158,8 +160,7 @@ def judge(args: Args, backend: str, pairs: list[tuple[Any, str]]) -> list[EvalRe
     with Verifier(backend=backend, num_workers=args.build_workers, config=check_config) as verifier:
         checked = verifier.evaluate_many(pairs)
     passed = [i for i, r in enumerate(checked) if r.status.value == "ok"]
-    time_config = VerifierConfig(runs=args.runs, warmup=args.warmup, input_sets=args.input_sets,
-                                 compile_baseline=args.compile_baseline)
+    time_config = timing_config(args)
     print(f"[{backend}] timing {len(passed)} correct answers", flush=True)
     with Verifier(backend=backend, config=time_config) as verifier:
         timed = verifier.evaluate_many([pairs[i] for i in passed])
@@ -207,8 +208,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"- Software: torch {m['torch']} (CUDA {m['cuda_runtime']}), Triton {m['triton']}, Python {m['python']}, {m['os']}",
         f"- Date: {report['date']}",
         f"- Commit: {report['commit']}",
-        f"- Timing: median and IQR of {c['runs']} runs after {c['warmup']} warm-up calls, {c['input_sets']} input sets "
-        f"rotated, L2 flushed before each run, CUDA events; `faster` = speedup over eager > {c['faster_threshold']}",
+        f"- Timing: median and IQR of {c['runs']} runs after {c['warmup']} warm-up calls, fresh inputs "
+        f"for every call, L2 flushed before each run, CUDA events; `faster` = speedup over eager > {c['faster_threshold']}",
         "",
     ]
     for backend, s in report["summary"].items():
