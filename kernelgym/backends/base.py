@@ -110,8 +110,11 @@ class Backend:
         language: how answers must be written, for prompts.
         default_bandwidth_gbs: peak memory bandwidth for the roofline check.
         default_runs: timed calls when the config leaves ``runs`` unset.
+        largest_output_bytes: the largest single output tensor of the calls made through
+            this instance so far (kept by ``run_call``; ``poison_memory`` sizes its block by it).
     """
 
+    largest_output_bytes: int = 0
     name: ClassVar[str] = ""
     device_type: ClassVar[str] = "cpu"
     language: ClassVar[str] = ""
@@ -198,8 +201,12 @@ class Backend:
     def synchronize(self) -> None:
         """Wait for all queued device work."""
 
-    def poison_memory(self) -> None:
-        """Fill freed allocator memory with NaN so stale results cannot pass."""
+    def poison_memory(self, at_least: int = 0) -> None:
+        """Fill freed allocator memory with NaN so stale results cannot pass.
+
+        ``at_least``: bytes of the largest single output the coming call is expected to
+        allocate (the largest of earlier calls); a GPU backend poisons a block that large.
+        """
 
     def call_timer(self) -> Any:
         """A timer for one call: ``flush()``, ``start()``, ``stop()``, then ``elapsed_ms()`` after synchronizing."""

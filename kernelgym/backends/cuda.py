@@ -46,7 +46,10 @@ MIN_FLUSH_BYTES = 256 * 1024**2
 """Smallest L2-flush buffer (twice the 128 MB L2 of the largest current GPUs)."""
 
 MAX_POISON_BYTES = 2 * 1024**3
-"""Most bytes poisoned before one call, however large the task (fresh inputs and compared outputs catch the rest)."""
+"""Most bytes poisoned before one call beyond the call's largest output (fresh inputs and compared outputs catch the rest)."""
+
+POISON_HEADROOM_BYTES = 1024**3
+"""Device memory left free when the poisoned block is grown to hold the call's largest output."""
 
 FALLBACK_BANDWIDTH_GBS = 3000.0
 """Peak bandwidth assumed for a GPU missing from the table (an H100-class figure)."""
@@ -63,6 +66,29 @@ _BANDWIDTH_GBS = (
 # Floats in one poisoned small-pool block: just under the caching allocator's 1 MiB small-block limit.
 _SMALL_POISON_FLOATS = (1 << 18) - 64
 _SMALL_POISON_BLOCKS = 16
+
+
+def poison_bytes(allocated: int, free: int, at_least: int = 0) -> int:
+    """Size of the NaN-filled block made before a call (see :meth:`GpuBackend.poison_memory`).
+
+    As large as the memory in use (between 256 MB and 2 GB), and at least ``at_least``
+    (the call's largest output so far) where the device has room for it beside
+    ``POISON_HEADROOM_BYTES``: then the output is carved out of the poisoned, cached
+    block, and no driver allocation, whose cost varies from call to call, lands in the
+    timed region. Never more than half the free memory unless the output needs it.
+
+    Example:
+        >>> GB = 1024**3
+        >>> poison_bytes(allocated=7 * GB, free=40 * GB) // GB             # capped at 2 GB
+        2
+        >>> poison_bytes(allocated=7 * GB, free=40 * GB, at_least=6 * GB) // GB  # holds the 6 GB output
+        6
+        >>> poison_bytes(allocated=7 * GB, free=4 * GB, at_least=6 * GB) // GB   # no room: half the free memory
+        2
+    """
+    want = max(min(allocated, MAX_POISON_BYTES), MIN_FLUSH_BYTES, at_least)
+    room = at_least if at_least <= free - POISON_HEADROOM_BYTES else 0
+    return min(want, max(free // 2, room))
 
 
 def peak_bandwidth_gbs(
@@ -263,21 +289,22 @@ class GpuBackend(Backend):
         """Wait for all work on the device (raises a pending kernel error)."""
         self.api().synchronize()
 
-    def poison_memory(self) -> None:
+    def poison_memory(self, at_least: int = 0) -> None:
         """Hand the caching allocator only NaN-filled free blocks.
 
         Cached free blocks are returned to the driver, then one large block (as
-        large as all memory in use, so a later request of the size of any live
-        tensor fits in it) and a set of small-pool blocks are allocated, filled with NaN and freed. The next
-        allocations are carved out of them: a kernel that skips writing part of
-        its output returns NaN instead of a stale earlier result.
+        large as the memory in use, and at least ``at_least`` bytes, the call's
+        largest output so far: :func:`poison_bytes`) and a set of small-pool
+        blocks are allocated, filled with NaN and freed. The next allocations are
+        carved out of them: a kernel that skips writing part of its output returns
+        NaN instead of a stale earlier result, and the output's allocation is a
+        cache hit, not a driver call inside the timed region.
         """
         import torch
 
         api = self.api()
         api.empty_cache()
-        free = int(api.mem_get_info()[0])
-        size = min(max(int(api.memory_allocated()), MIN_FLUSH_BYTES), free // 2, MAX_POISON_BYTES)
+        size = poison_bytes(int(api.memory_allocated()), int(api.mem_get_info()[0]), at_least)
         nan = float("nan")
         large = torch.full((size // 4,), nan, dtype=torch.float32, device=self.device())
         small = [torch.full((_SMALL_POISON_FLOATS,), nan, device=self.device()) for _ in range(_SMALL_POISON_BLOCKS)]

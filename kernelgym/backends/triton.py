@@ -194,10 +194,10 @@ class TritonBackend(GpuBackend):
         if self.device_available():
             super().synchronize()
 
-    def poison_memory(self) -> None:
+    def poison_memory(self, at_least: int = 0) -> None:
         """Poison the GPU allocator's free blocks (the CPU allocator returns fresh pages)."""
         if self.device_available():
-            super().poison_memory()
+            super().poison_memory(at_least)
 
     def call_timer(self) -> Any:
         """Device events on the GPU; the host clock (not meaningful) under the interpreter."""

@@ -95,8 +95,8 @@ class RecordingBackend(Backend):
     def __init__(self) -> None:
         self.log: list[str] = []
 
-    def poison_memory(self) -> None:
-        self.log.append("poison")
+    def poison_memory(self, at_least: int = 0) -> None:
+        self.log.append(f"poison {at_least}")
 
     def synchronize(self) -> None:
         self.log.append("sync")
@@ -132,9 +132,12 @@ def test_every_call_is_made_the_same_way_with_flush_and_poison_outside_the_timed
             return torch.empty_like(x)
 
     leaves, reply = run_call(Model(), [torch.ones(3)], backend, KernelTracker(), False, False)
-    assert backend.log == ["poison", "flush", "start", "forward", "stop", "sync"]
+    assert backend.log == ["poison 0", "flush", "start", "forward", "stop", "sync"]
     assert reply["ms"] == 0.5 and reply["ops"] == [] and reply["leaves"][0]["shape"] == [3]
     assert len(leaves) == 1
+    # The next call's poisoned block is sized to hold this call's output (3 float32 = 12 bytes).
+    run_call(Model(), [torch.ones(3)], backend, KernelTracker(), False, False)
+    assert backend.log[6] == "poison 12"
 
 
 class TwoGpuBackend(Backend):
