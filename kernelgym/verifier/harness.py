@@ -110,6 +110,7 @@ class Harness:
         self.build_root = build_root
         self.config = job.config
         self.backend = backend
+        backend.largest_output_bytes = 0  # poisoned blocks sized by this job's outputs, not an earlier task's
         self.candidate = candidate
         self.work_dir = work_dir
         self.on_stage = on_stage
