@@ -306,7 +306,7 @@ class GpuBackend(Backend):
         api.empty_cache()
         size = poison_bytes(int(api.memory_allocated()), int(api.mem_get_info()[0]), at_least)
         nan = float("nan")
-        large = torch.full((size // 4,), nan, dtype=torch.float32, device=self.device())
+        large = torch.full((-(-size // 4),), nan, dtype=torch.float32, device=self.device())
         small = [torch.full((_SMALL_POISON_FLOATS,), nan, device=self.device()) for _ in range(_SMALL_POISON_BLOCKS)]
         del large, small
 
