@@ -57,3 +57,16 @@ def cpu_suite():  # noqa: ANN201
     from kernelgym.tasks import load_suite
 
     return load_suite("cpu")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sb3_log_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """stable-baselines3's loggers write under the session's temporary folder, not a new ``/tmp/SB3-<time>`` each."""
+    path = tmp_path_factory.mktemp("sb3-logs")
+    old = os.environ.get("SB3_LOGDIR")
+    os.environ["SB3_LOGDIR"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("SB3_LOGDIR", None)
+    else:
+        os.environ["SB3_LOGDIR"] = old
