@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -110,11 +110,11 @@ class Backend:
         language: how answers must be written, for prompts.
         default_bandwidth_gbs: peak memory bandwidth for the roofline check.
         default_runs: timed calls when the config leaves ``runs`` unset.
-        largest_output_bytes: the largest single output tensor of the calls made through
-            this instance so far (kept by ``run_call``; ``poison_memory`` sizes its block by it).
+        poisoned_for: the signature of the calls ``poison_memory`` last prepared for
+            (a GPU backend empties its allocator cache when it changes; reset per job).
     """
 
-    largest_output_bytes: int = 0
+    poisoned_for: Hashable = None
     name: ClassVar[str] = ""
     device_type: ClassVar[str] = "cpu"
     language: ClassVar[str] = ""
@@ -201,11 +201,11 @@ class Backend:
     def synchronize(self) -> None:
         """Wait for all queued device work."""
 
-    def poison_memory(self, at_least: int = 0) -> None:
+    def poison_memory(self, signature: Hashable = None) -> None:
         """Fill freed allocator memory with NaN so stale results cannot pass.
 
-        ``at_least``: bytes of the largest single output the coming call is expected to
-        allocate (the largest of earlier calls); a GPU backend poisons a block that large.
+        ``signature``: what the coming call is (input shapes and dtypes, training, grad);
+        calls of one signature reuse the same cached memory.
         """
 
     def call_timer(self) -> Any:

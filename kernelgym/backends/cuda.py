@@ -25,7 +25,7 @@ import glob
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -37,7 +37,9 @@ __all__ = [
     "CudaBackend",
     "EventTimer",
     "GpuBackend",
+    "free_blocks",
     "l2_flush_bytes",
+    "poison_block_bytes",
     "peak_bandwidth_gbs",
     "pinned_device",
 ]
@@ -45,11 +47,8 @@ __all__ = [
 MIN_FLUSH_BYTES = 256 * 1024**2
 """Smallest L2-flush buffer (twice the 128 MB L2 of the largest current GPUs)."""
 
-MAX_POISON_BYTES = 2 * 1024**3
-"""Most bytes poisoned before one call beyond the call's largest output (fresh inputs and compared outputs catch the rest)."""
-
-POISON_HEADROOM_BYTES = 1024**3
-"""Device memory left free when the poisoned block is grown to hold the call's largest output."""
+MAX_POISON_BLOCK_BYTES = 2 * 1024**3
+"""Largest block reserved for a new call signature's first allocations (see :func:`poison_block_bytes`)."""
 
 FALLBACK_BANDWIDTH_GBS = 3000.0
 """Peak bandwidth assumed for a GPU missing from the table (an H100-class figure)."""
@@ -63,32 +62,48 @@ _BANDWIDTH_GBS = (
     ("A10", 600.0), ("RTX 4090", 1008.0), ("RTX 3090", 936.0), ("V100", 900.0), ("T4", 320.0),
 )
 
-# Floats in one poisoned small-pool block: just under the caching allocator's 1 MiB small-block limit.
-_SMALL_POISON_FLOATS = (1 << 18) - 64
-_SMALL_POISON_BLOCKS = 16
-
-
-def poison_bytes(allocated: int, free: int, at_least: int = 0) -> int:
-    """Size of the NaN-filled block made before a call (see :meth:`GpuBackend.poison_memory`).
-
-    As large as the memory in use (between 256 MB and 2 GB), and at least ``at_least``
-    (the call's largest output so far) where the device has room for it beside
-    ``POISON_HEADROOM_BYTES``: then the output is carved out of the poisoned, cached
-    block, and no driver allocation, whose cost varies from call to call, lands in the
-    timed region. Never more than half the free memory unless the output needs it.
+def poison_block_bytes(allocated: int, free: int) -> int:
+    """Size of the block reserved when a new call signature starts: as large as the memory in use,
+    between 256 MB and 2 GB, and never more than half the free memory.
 
     Example:
         >>> GB = 1024**3
-        >>> poison_bytes(allocated=7 * GB, free=40 * GB) // GB             # capped at 2 GB
+        >>> poison_block_bytes(allocated=7 * GB, free=40 * GB) // GB
         2
-        >>> poison_bytes(allocated=7 * GB, free=40 * GB, at_least=6 * GB) // GB  # holds the 6 GB output
-        6
-        >>> poison_bytes(allocated=7 * GB, free=4 * GB, at_least=6 * GB) // GB   # no room: half the free memory
-        2
+        >>> poison_block_bytes(allocated=0, free=40 * GB) // 1024**2
+        256
+        >>> poison_block_bytes(allocated=7 * GB, free=2 * GB) // GB
+        1
     """
-    want = max(min(allocated, MAX_POISON_BYTES), MIN_FLUSH_BYTES, at_least)
-    room = at_least if at_least <= free - POISON_HEADROOM_BYTES else 0
-    return min(want, max(free // 2, room))
+    return min(max(allocated, MIN_FLUSH_BYTES), MAX_POISON_BLOCK_BYTES, free // 2)
+
+
+def free_blocks(segments: Sequence[dict[str, Any]], device_index: int) -> list[tuple[int, int]]:
+    """``(address, bytes)`` of every free block PyTorch's caching allocator holds on one device.
+
+    ``segments`` is ``torch.cuda.memory_snapshot()``. Expandable segments are left
+    out: their free tail may be unmapped, and writing there would fault.
+
+    Example:
+        >>> free_blocks([{"device": 0, "is_expandable": False, "blocks": [
+        ...     {"address": 4096, "size": 1024, "state": "active_allocated"},
+        ...     {"address": 5120, "size": 512, "state": "inactive"}]}], device_index=0)
+        [(5120, 512)]
+    """
+    return [
+        (int(block["address"]), int(block["size"]))
+        for segment in segments
+        if segment["device"] == device_index and not segment.get("is_expandable", False)
+        for block in segment["blocks"]
+        if block["state"] == "inactive"
+    ]
+
+
+class _DeviceSpan:
+    """A device address range seen as bytes, so :func:`torch.as_tensor` wraps it without allocating."""
+
+    def __init__(self, address: int, size: int) -> None:
+        self.__cuda_array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (address, False), "version": 2}
 
 
 def peak_bandwidth_gbs(
@@ -289,26 +304,42 @@ class GpuBackend(Backend):
         """Wait for all work on the device (raises a pending kernel error)."""
         self.api().synchronize()
 
-    def poison_memory(self, at_least: int = 0) -> None:
-        """Hand the caching allocator only NaN-filled free blocks.
+    def poison_memory(self, signature: Hashable = None) -> None:
+        """Fill every free block of the caching allocator with NaN, where it lies.
 
-        Cached free blocks are returned to the driver, then one large block (as
-        large as the memory in use, and at least ``at_least`` bytes, the call's
-        largest output so far: :func:`poison_bytes`) and a set of small-pool
-        blocks are allocated, filled with NaN and freed. The next allocations are
-        carved out of them: a kernel that skips writing part of its output returns
-        NaN instead of a stale earlier result, and the output's allocation is a
-        cache hit, not a driver call inside the timed region.
+        Every byte is set to 0xFF: NaN in every floating format (float32, float16,
+        bfloat16, float64), -1 in the integer ones. The next allocations are carved
+        out of these blocks: a kernel that skips writing part of its output returns
+        NaN instead of a stale earlier result.
+
+        Nothing goes back to the driver between calls of one signature, so from the
+        second call on the output's allocation is a cache hit and no driver call,
+        whose cost an H100 showed varying from 1 to 20 ms for a 6.4 GB block, lands
+        in a call or around it. When ``signature`` changes (other shapes, or
+        training), the cache is emptied first, so neither process carries blocks of
+        other shapes into the calls that are timed, and one block as large as the
+        memory in use (:func:`poison_block_bytes`) is reserved and poisoned for the
+        first call's allocations.
         """
         import torch
 
         api = self.api()
-        api.empty_cache()
-        size = poison_bytes(int(api.memory_allocated()), int(api.mem_get_info()[0]), at_least)
-        nan = float("nan")
-        large = torch.full((-(-size // 4),), nan, dtype=torch.float32, device=self.device())
-        small = [torch.full((_SMALL_POISON_FLOATS,), nan, device=self.device()) for _ in range(_SMALL_POISON_BLOCKS)]
-        del large, small
+        if signature != self.poisoned_for:
+            api.empty_cache()
+            self.poisoned_for = signature
+            size = poison_block_bytes(int(api.memory_allocated()), int(api.mem_get_info()[0]))
+            torch.empty((size,), dtype=torch.uint8, device=self.device())  # freed at once, cached, poisoned below
+        device = torch.device(self.device())
+        index = device.index if device.index is not None else api.current_device()
+        for address, size in free_blocks(api.memory_snapshot(), index):
+            self.device_span(address, size).fill_(0xFF)
+        self.synchronize()
+
+    def device_span(self, address: int, size: int) -> Any:
+        """A uint8 tensor over ``size`` bytes of device memory at ``address``, allocating nothing."""
+        import torch
+
+        return torch.as_tensor(_DeviceSpan(address, size), device=self.device())
 
     def call_timer(self) -> Any:
         """Device events around one call, after an L2 flush (:class:`EventTimer`)."""

@@ -18,13 +18,13 @@ import contextlib
 import importlib.util
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from kernelgym.backends.base import BuildRecord, KernelTracker, register_backend
-from kernelgym.backends.cuda import GpuBackend
+from kernelgym.backends.cuda import GpuBackend, poison_block_bytes
 from kernelgym.backends.native import BuildError, intercept_load_inline
 
 __all__ = ["MusaBackend", "MUSA_BANDWIDTH_GBS"]
@@ -91,6 +91,22 @@ class MusaBackend(GpuBackend):
         if shutil.which("ninja") is None:
             return "'ninja' was not found on PATH (`pip install ninja`)"
         return None
+
+    def poison_memory(self, signature: Hashable = None) -> None:
+        """Return the free blocks to the driver, then poison one block as large as the memory in use.
+
+        torch_musa offers no way to wrap a raw device address (``__cuda_array_interface__``),
+        so the ``cuda`` backend's in-place poisoning is not available: the block
+        (:func:`~kernelgym.backends.cuda.poison_block_bytes`) is allocated, every byte set
+        to 0xFF, and freed, before every call.
+        """
+        import torch
+
+        api = self.api()
+        api.empty_cache()
+        size = poison_block_bytes(int(api.memory_allocated()), int(api.mem_get_info()[0]))
+        torch.full((size,), 0xFF, dtype=torch.uint8, device=self.device())
+        self.poisoned_for = signature
 
     def arch_string(self, major: int, minor: int) -> str:
         """``TORCH_MUSA_ARCH_LIST`` writes capability 2.2 as ``22``."""

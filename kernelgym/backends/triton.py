@@ -21,7 +21,7 @@ import contextlib
 import functools
 import importlib.util
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -194,10 +194,10 @@ class TritonBackend(GpuBackend):
         if self.device_available():
             super().synchronize()
 
-    def poison_memory(self, at_least: int = 0) -> None:
+    def poison_memory(self, signature: Hashable = None) -> None:
         """Poison the GPU allocator's free blocks (the CPU allocator returns fresh pages)."""
         if self.device_available():
-            super().poison_memory(at_least)
+            super().poison_memory(signature)
 
     def call_timer(self) -> Any:
         """Device events on the GPU; the host clock (not meaningful) under the interpreter."""

@@ -27,7 +27,7 @@ import torch
 from kernelgym.backends import Backend, BuildRecord
 from kernelgym.backends.native import beyond_floor, floor_stores, trim_compiler_log
 from kernelgym.backends.symbols import describe_findings, exported_symbols, forbidden_symbols, imported_symbols
-from kernelgym.verifier.candidate_side import load_module
+from kernelgym.verifier.candidate_side import call_signature, load_module
 from kernelgym.verifier.channel import CandidateChannel, CandidateCrash, CandidateProtocolError, CandidateTimeout
 from kernelgym.verifier.compare import Comparison, Mismatch, compare_outputs, flatten_outputs, leaf_mismatch, same_bytes
 from kernelgym.verifier.job import JudgeJob
@@ -110,7 +110,7 @@ class Harness:
         self.build_root = build_root
         self.config = job.config
         self.backend = backend
-        backend.largest_output_bytes = 0  # poisoned blocks sized by this job's outputs, not an earlier task's
+        backend.poisoned_for = None  # the first timed reference call empties the allocator cache of earlier jobs
         self.candidate = candidate
         self.work_dir = work_dir
         self.on_stage = on_stage
@@ -265,7 +265,7 @@ class Harness:
 
     def bind(self, inputs: list[Any], expected: Any) -> None:
         """Share input and output buffers shaped like these (again only when the shapes change)."""
-        signature = (_signature(inputs), _signature(flatten_outputs(expected)))
+        signature = (call_signature(inputs), call_signature(flatten_outputs(expected)))
         if self.bound == signature:
             return
         self.local_inputs, remote_inputs = self.buffers.share_all(inputs)
@@ -336,10 +336,6 @@ class Harness:
 
 def _host_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-
-
-def _signature(values: list[Any]) -> tuple:
-    return tuple((tuple(v.shape), v.dtype, v.device) if isinstance(v, torch.Tensor) else type(v).__name__ for v in values)
 
 
 def mismatch_verdict(mismatch: Mismatch, context: str, rule: str) -> Verdict:

@@ -94,9 +94,11 @@ class RecordingBackend(Backend):
 
     def __init__(self) -> None:
         self.log: list[str] = []
+        self.signatures: list[Any] = []
 
-    def poison_memory(self, at_least: int = 0) -> None:
-        self.log.append(f"poison {at_least}")
+    def poison_memory(self, signature: Any = None) -> None:
+        self.log.append("poison")
+        self.signatures.append(signature)
 
     def synchronize(self) -> None:
         self.log.append("sync")
@@ -132,12 +134,80 @@ def test_every_call_is_made_the_same_way_with_flush_and_poison_outside_the_timed
             return torch.empty_like(x)
 
     leaves, reply = run_call(Model(), [torch.ones(3)], backend, KernelTracker(), False, False)
-    assert backend.log == ["poison 0", "flush", "start", "forward", "stop", "sync"]
+    assert backend.log == ["poison", "flush", "start", "forward", "stop", "sync"]
     assert reply["ms"] == 0.5 and reply["ops"] == [] and reply["leaves"][0]["shape"] == [3]
     assert len(leaves) == 1
-    # The next call's poisoned block is sized to hold this call's output (3 float32 = 12 bytes).
+    # Poisoning is keyed by what the call is: the same shapes give the same signature, others or training another.
     run_call(Model(), [torch.ones(3)], backend, KernelTracker(), False, False)
-    assert backend.log[6] == "poison 12"
+    run_call(Model(), [torch.ones(4)], backend, KernelTracker(), False, False)
+    run_call(Model(), [torch.ones(4)], backend, KernelTracker(), True, False)
+    first, same, other_shape, training = backend.signatures
+    assert first == same
+    assert len({first, other_shape, training}) == 3
+
+
+class FakeAllocatorApi:
+    """The parts of ``torch.cuda`` that poisoning uses, over a host buffer standing in for device memory."""
+
+    def __init__(self) -> None:
+        self.memory = torch.zeros(4096, dtype=torch.uint8)
+        self.emptied = 0
+        # One segment of device 0: an allocated block, then a free one; a free block of device 1; an expandable segment.
+        self.segments = [
+            {"device": 0, "is_expandable": False, "blocks": [
+                {"address": 0, "size": 1024, "state": "active_allocated"},
+                {"address": 1024, "size": 1024, "state": "inactive"},
+                {"address": 2048, "size": 512, "state": "active_pending_free"}]},
+            {"device": 1, "is_expandable": False, "blocks": [{"address": 2560, "size": 512, "state": "inactive"}]},
+            {"device": 0, "is_expandable": True, "blocks": [{"address": 3072, "size": 1024, "state": "inactive"}]},
+        ]
+
+    def empty_cache(self) -> None:
+        self.emptied += 1
+
+    def memory_snapshot(self) -> list[dict[str, Any]]:
+        return self.segments
+
+    def current_device(self) -> int:
+        return 0
+
+    def memory_allocated(self) -> int:
+        return 0
+
+    def mem_get_info(self) -> tuple[int, int]:
+        return 8192, 8192
+
+    def synchronize(self) -> None:
+        pass
+
+
+def test_gpu_poisoning_fills_every_free_block_in_place_and_empties_the_cache_only_when_the_signature_changes() -> None:
+    api = FakeAllocatorApi()
+
+    class FakeGpu(GpuBackend):
+        def api(self) -> Any:
+            return api
+
+        def device(self) -> torch.device:
+            return torch.device("cpu")
+
+        def device_span(self, address: int, size: int) -> torch.Tensor:
+            return api.memory[address:address + size]
+
+    backend = FakeGpu()
+    backend.poison_memory(("shapes", False, False))
+    assert api.emptied == 1
+    filled = (api.memory == 0xFF).nonzero().flatten()
+    # Only device 0's free block of an ordinary segment: not blocks in use, not another device's, not an expandable segment.
+    assert filled.min().item() == 1024 and filled.max().item() == 2047 and len(filled) == 1024
+    # 0xFF in every byte is NaN in every floating format.
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        assert api.memory[1024:2048].view(dtype).isnan().all()
+    api.memory[1024:2048] = 7  # a stale result left in the free block by the call
+    backend.poison_memory(("shapes", False, False))
+    assert api.emptied == 1 and (api.memory[1024:2048] == 0xFF).all()
+    backend.poison_memory(("other shapes", False, False))
+    assert api.emptied == 2
 
 
 class TwoGpuBackend(Backend):

@@ -163,6 +163,26 @@ def test_corpus_sample_gets_its_expected_status(parallel_results: dict[tuple[str
         assert rule in {v.rule for v in result.violations}, result.feedback
 
 
+def test_poisoning_fills_freed_memory_in_place_and_keeps_it_cached() -> None:
+    """A result left in freed memory reads as NaN in the next allocation, in every float format, and a
+    second call of one signature hands nothing back to the driver (no driver allocation around a timed call)."""
+    import torch
+
+    from kernelgym.backends import get_backend
+
+    backend = get_backend("cuda")
+    backend.poison_memory(("first call",))
+    stale = torch.full((1 << 22,), 7.0, device="cuda")
+    del stale
+    reserved = torch.cuda.memory_reserved()
+    backend.poison_memory(("first call",))
+    assert torch.cuda.memory_reserved() == reserved
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        assert torch.empty(1 << 22, dtype=dtype, device="cuda").isnan().all()
+    backend.poison_memory(("other shapes",))  # a new signature: the first call's allocations are poisoned too
+    assert torch.empty(1 << 20, device="cuda").isnan().all()
+
+
 @pytest.mark.parametrize("backend", ["cuda", "triton"])
 def test_faulting_kernel_then_a_good_one_on_the_same_gpu(cache_dir: Path, backend: str) -> None:
     """One worker: an illegal memory access (and, for CUDA, a hung kernel) ends in a failure, and the next answer passes."""
