@@ -237,6 +237,7 @@ class ToolchainFloor(NamedTuple):
 
 
 _FLOORS: dict[str, ToolchainFloor] = {}
+"""Floors this process has read, by their record's path (one store's record never answers for another's)."""
 
 
 def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any] | None = None) -> ToolchainFloor:
@@ -258,8 +259,8 @@ def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any
     from torch.utils import cpp_extension
 
     cuda, digest = allow_list == "cuda", record.stem.rsplit("-", 1)[1]
-    if digest in _FLOORS:
-        return _FLOORS[digest]
+    if str(record) in _FLOORS:  # by store, not by toolchain alone: each store gets its own record
+        return _FLOORS[str(record)]
     with file_lock(store / "floor.lock"):
         if not record.exists():
             build_dir = store / f"floor-{digest}"
@@ -272,7 +273,10 @@ def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any
             with contextlib.suppress(RuntimeError, OSError, ImportError):
                 (load_inline or cpp_extension.load_inline)(
                     name=name, functions=["twice"], build_directory=str(build_dir), verbose=False, **sources)
-            library = build_dir / f"{name}.so"
+            # torch names the library `<name>_v<N>.so` when this process already loaded a `<name>` (the floor of
+            # another store): take the newest build.
+            built = sorted(build_dir.glob(f"{name}*.so"), key=lambda p: p.stat().st_mtime)
+            library = built[-1] if built else build_dir / f"{name}.so"
             try:
                 symbols = {"imported": imported_symbols(library), "exported": exported_symbols(library)}
             except (OSError, subprocess.SubprocessError):
@@ -280,8 +284,8 @@ def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any
             partial = record.with_suffix(".partial")
             partial.write_text(json.dumps(symbols))
             partial.rename(record)
-    _FLOORS[digest] = ToolchainFloor(**{kind: frozenset(names) for kind, names in json.loads(record.read_text()).items()})
-    return _FLOORS[digest]
+    _FLOORS[str(record)] = ToolchainFloor(**{kind: frozenset(names) for kind, names in json.loads(record.read_text()).items()})
+    return _FLOORS[str(record)]
 
 
 def floor_record(allow_list: str, store: Path) -> Path | None:

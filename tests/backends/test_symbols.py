@@ -260,6 +260,20 @@ def test_a_workers_floor_copy_for_candidates_is_rewritten_from_the_judges(cache_
     assert native.prepare_floor("triton", cache_dir) == native.ToolchainFloor()  # no native build, no floor
 
 
+@pytest.mark.slow
+def test_a_second_cache_gets_its_copy_rewritten_when_this_process_knows_the_floor(cache_dir: Path, tmp_path: Path) -> None:
+    """A floor this process already read from one store must not stop another store's copy being rewritten
+    (it did when the floors were remembered by toolchain alone: the tampered copy stayed)."""
+    native.prepare_floor("cpp", cache_dir)
+    other = tmp_path / "cache"
+    copy = native.floor_record("cpp", native.floor_stores(other)[1])
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(json.dumps({"imported": ["dlopen"], "exported": []}))
+    floor = native.prepare_floor("cpp", other)
+    assert "dlopen" not in floor.imported
+    assert json.loads(copy.read_text()) == {"imported": sorted(floor.imported), "exported": sorted(floor.exported)}
+
+
 def test_findings_are_worded_by_concern_and_capped() -> None:
     found = forbidden_symbols(["dlsym", "dlopen", "pthread_create"], "cpp")
     text = symbols.describe_findings(found, limit=2)
