@@ -544,10 +544,37 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+RUN_META = ("date", "commit", "gpu", "cpus", "torch", "python", "platform", "rules")
+"""What a merged summary takes from the runs' own summaries: where and with what they ran."""
+
+
+def runs_meta(metas: Sequence[dict[str, Any]], commit: str) -> dict[str, Any]:
+    """The machine and software of the merged runs, not of the machine making the report.
+
+    Each field is the value the runs share, or their values joined with `` | ``; ``commit`` (when given)
+    wins. Without any run's summary the report's own machine is recorded, and says so.
+
+    Example:
+        >>> runs_meta([{"gpu": "H100", "commit": "a"}, {"gpu": "H100", "commit": "b"}], "")
+        {'commit': 'a | b', 'gpu': 'H100'}
+    """
+    if not metas:
+        return {**machine_meta(commit), "machine_of": "the report (the runs' summary.json files were missing)"}
+    meta: dict[str, Any] = {}
+    for key in RUN_META:
+        values = list(dict.fromkeys(str(m[key]) for m in metas if key in m))
+        if values:
+            meta[key] = values[0] if len(values) == 1 else " | ".join(values)
+    if commit:
+        meta["commit"] = commit
+    return meta
+
+
 def report(args: argparse.Namespace) -> int:
     """Merge the JSON lines of earlier runs (later lines win per phase and answer) and write the summary."""
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     phases: dict[str, dict[str, Any]] = {}
+    metas: list[dict[str, Any]] = []
     for path in args.inputs:
         for line in Path(path).read_text(encoding="utf-8").splitlines():
             if line.strip():
@@ -555,11 +582,14 @@ def report(args: argparse.Namespace) -> int:
                 merged[(record["phase"], record["answer"])] = record
         summary = Path(path).with_name("summary.json")
         if summary.is_file():
-            for phase, totals in json.loads(summary.read_text()).get("phases", {}).items():
+            content = json.loads(summary.read_text())
+            metas.append(content.get("meta", {}))
+            for phase, totals in content.get("phases", {}).items():
                 phases[phase] = {k: totals[k] for k in ("wall_s", "prebuild_s", "stand_ins") if k in totals}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_summary(out, list(merged.values()), phases, {**machine_meta(args.commit), "merged_from": list(args.inputs)})
+    meta = {**runs_meta(metas, args.commit), "merged_from": list(args.inputs)}
+    write_summary(out, list(merged.values()), phases, meta)
     log(f"wrote {out / 'summary.md'}")
     return 0
 

@@ -102,9 +102,13 @@ def test_the_benchmark_selects_answers_and_summarizes_records(tmp_path: Path) ->
     runs = tmp_path / "runs"
     runs.mkdir()
     (runs / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (runs / "summary.json").write_text(json.dumps({"phases": {"cold": {"wall_s": 30.0}, "kernelbench": {"wall_s": 60.0}}}))
+    gpu_meta = {"gpu": "NVIDIA H100 80GB HBM3", "cpus": 16, "torch": "2.11.0+cu130", "commit": "abc1234"}
+    (runs / "summary.json").write_text(json.dumps({"meta": gpu_meta, "phases": {
+        "cold": {"wall_s": 30.0}, "kernelbench": {"wall_s": 60.0}}}))
     assert script.main(["report", "--inputs", str(runs / "results.jsonl"), "--out", str(tmp_path / "out")]) == 0
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    # The merged summary names the machine the runs used, not the one making the report.
+    assert {k: summary["meta"][k] for k in gpu_meta} == {**gpu_meta, "cpus": "16"}
     cold, kernelbench = summary["phases"]["cold"], summary["phases"]["kernelbench"]
     assert (cold["answers_per_min"], cold["median_answer_s"], cold["ok"]) == (4.0, 8.0, 2)
     assert (kernelbench["judged"], kernelbench["answers_per_min"]) == (1, 1.0)
