@@ -85,6 +85,7 @@ def _check(h: Harness) -> None:
             probe = draw_inputs(h.reference, job.seeds[1], h.device) if not declared else None
             if probe is not None:
                 h.reference_call(reference, probe, False, False)
+            del probe
         except Verdict:
             raise
         except Exception:
@@ -117,6 +118,8 @@ def _check(h: Harness) -> None:
                 rule = "wrong-output" if not got else _mismatch_rule(h, reference, inputs, got, seen, trial, index, redrawn_trial)
                 raise mismatch_verdict(mismatch, where, rule)
             seen.add(checksum(got))
+            # One trial's tensors at a time: a 6.4 GB-input task held two trials' inputs and outputs at once.
+            del inputs, expected, got
         h.progress.variants_checked += 1 if index else 0
     for key, value in base.items():
         setattr(h.reference, key, value)

@@ -36,6 +36,23 @@ print(grown)
     assert float(done.stdout) < 400, done.stdout
 
 
+def test_byte_equality_and_value_sum_are_exact_across_chunk_boundaries(monkeypatch) -> None:
+    """Chunked so that the GPU makes no copy as large as the output (tests/gpu/test_gpu_memory.py measures that)."""
+    from kernelgym.verifier import compare
+
+    monkeypatch.setattr(compare, "_CHUNK", 7)
+    a = torch.arange(10, dtype=torch.float32)  # 40 bytes: 6 chunks, the last one short
+    assert compare.same_bytes(a, a.clone())
+    for index in (0, 6, 9):  # first chunk, the chunk after a boundary, the short last chunk
+        b = a.clone()
+        b[index] += 1
+        assert not compare.same_bytes(a, b)
+    nan = torch.tensor([float("nan"), 1.0])
+    assert compare.same_bytes(nan, nan.clone())  # bytes, not values: a NaN equals its copy
+    assert compare.same_bytes(torch.empty(0), torch.empty(0)) and not compare.same_bytes(a, a[:9])
+    assert compare._value_sum(a) == 45.0 and fingerprint([a]) != fingerprint([a * 2])
+
+
 def test_match_within_tolerance() -> None:
     ref = torch.randn(64, 33)
     result = compare_outputs(ref, ref + 1e-6, [], 1e-4, 1e-4, 1e-2)
