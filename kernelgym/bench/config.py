@@ -151,6 +151,10 @@ class BenchSummary:
             lines.append(f"{label:<34}{_fmt(getattr(first, name)):>12}{_fmt(getattr(best, name)):>12}")
         for key in best.fast_p:
             lines.append(f"{key:<34}{_fmt(first.fast_p[key]):>12}{_fmt(best.fast_p[key]):>12}")
+        errors = max(first.judge_errors, best.judge_errors)
+        if errors:
+            lines.append(f"({errors} attempt(s) failed in the judge, not in the answer, and count as failures above: "
+                         "see their feedback, then judge the run again)")
         if best.passed and not self.timing_meaningful:
             lines.append("(timings are not meaningful on this device: speedup metrics are 0)")
         return "\n".join(lines)

@@ -41,6 +41,8 @@ __all__ = [
 ]
 
 FAST_P_THRESHOLDS = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
+JUDGE_ERROR_FLAG = "judge-error"
+"""The flag of a result whose failure was the judge's (``kernelgym.executor.local.JUDGE_ERROR_FLAG``)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class Attempt:
         speedup_eager: eager reference time / candidate time (``None``: not timed).
         speedup_compile: ``torch.compile`` reference time / candidate time (``None``: not timed).
         score: the verifier's score.
+        judge_error: the judge failed before the answer ran (its worker could not start or died): the
+            attempt failed, but says nothing about the answer.
     """
 
     task_id: str
@@ -66,6 +70,7 @@ class Attempt:
     speedup_eager: float | None = None
     speedup_compile: float | None = None
     score: float = 0.0
+    judge_error: bool = False
 
     @property
     def ok(self) -> bool:
@@ -87,12 +92,20 @@ class Attempt:
     def from_dict(cls, data: Mapping[str, Any]) -> Attempt:
         """Build from a dict with at least these fields (others, e.g. a full attempt record, are ignored).
 
+        A record's ``flags`` holding ``"judge-error"`` sets ``judge_error``.
+
         Example:
             >>> Attempt.from_dict({"task_id": "t", "level": 1, "sample": 0, "turn": 1, "status": "ok", "x": 1}).ok
             True
+            >>> Attempt.from_dict({"task_id": "t", "level": 1, "sample": 0, "turn": 1, "status": "runtime_error",
+            ...                    "flags": ["judge-error"]}).judge_error
+            True
         """
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        if "judge_error" not in values:
+            values["judge_error"] = JUDGE_ERROR_FLAG in data.get("flags", ())
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -114,6 +127,8 @@ class MetricSet:
         geomean_speedup_eager: geometric-mean eager speedup over passing episodes (``None``: none timed).
         geomean_speedup_compile: the same vs ``torch.compile``.
         hack_rate: share of the attempts considered whose status is ``illegal``.
+        judge_errors: attempts considered that failed in the judge, not in the answer (counted as failures
+            above; a run with any is worth judging again).
     """
 
     tasks: int
@@ -129,6 +144,7 @@ class MetricSet:
     geomean_speedup_eager: float | None = None
     geomean_speedup_compile: float | None = None
     hack_rate: float = 0.0
+    judge_errors: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A plain-JSON dict."""
@@ -353,6 +369,7 @@ def metric_set(
         geomean_speedup_eager=geometric_mean(a.speedup_eager for a in passing if a.speedup_eager is not None),
         geomean_speedup_compile=geometric_mean(a.speedup_compile for a in passing if a.speedup_compile is not None),
         hack_rate=_share(sum(a.illegal for a in considered), len(considered)),
+        judge_errors=sum(a.judge_error for a in considered),
     )
 
 
