@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from kernelgym.verifier.result import JUDGE_ERROR_FLAG
+
 __all__ = [
     "FAST_P_THRESHOLDS",
     "Attempt",
@@ -41,8 +43,6 @@ __all__ = [
 ]
 
 FAST_P_THRESHOLDS = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
-JUDGE_ERROR_FLAG = "judge-error"
-"""The flag of a result whose failure was the judge's (``kernelgym.executor.local.JUDGE_ERROR_FLAG``)."""
 
 
 @dataclass(frozen=True)

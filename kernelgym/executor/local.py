@@ -31,7 +31,7 @@ from kernelgym.executor.registry import PoolSettings, register_executor
 from kernelgym.executor.sandbox import SandboxPolicy, kill_session, scrubbed_environment
 from kernelgym.verifier.feedback import conclude
 from kernelgym.verifier.job import JudgeJob
-from kernelgym.verifier.result import EvalResult, StageSeconds, Status
+from kernelgym.verifier.result import JUDGE_ERROR_FLAG, EvalResult, StageSeconds, Status
 
 __all__ = ["JUDGE_ERROR_FLAG", "WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result", "remove_orphaned_work_dirs"]
 
@@ -172,7 +172,6 @@ class WorkerHandle:
                 return failure_result(job, Status.RUNTIME_ERROR, f"The worker crashed during the {stage} stage: {reason}", stage)
 
 
-JUDGE_ERROR_FLAG = "judge-error"
 _JUDGE_ERROR_LEAD = "The judge failed before your answer ran; this says nothing about the answer."
 
 

@@ -63,23 +63,13 @@ def _bytes_of(tensor: torch.Tensor) -> torch.Tensor:
     return flat.view(torch.uint8) if flat.numel() else flat.to(torch.uint8)
 
 
-def _byte_sum(raw: torch.Tensor) -> int:
-    """The sum of ``raw``'s bytes, chunk by chunk: summing bytes into int64 first widens the whole input to int64
-    (8x its size: 51 GB for one of KernelBench's 6.4 GB level-1 tensors, which ran an H100 out of memory)."""
-    total = torch.zeros((), dtype=torch.int64, device=raw.device)
-    for start in range(0, raw.numel(), _CHUNK):
-        total += raw[start : start + _CHUNK].sum(dtype=torch.int64)
-    return int(total)
-
-
-def _value_sum(values: torch.Tensor) -> float:
-    """The float64 sum of a floating tensor, chunk by chunk: on a GPU ``sum(dtype=float64)`` makes a float64 copy
-    of the whole input first (12 GB for a 6 GB output, the largest single use of an H100's memory by the judge)."""
-    flat = values.detach().reshape(-1)
-    total = torch.zeros((), dtype=torch.float64, device=flat.device)
+def _chunked_sum(flat: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The sum of a flat tensor in ``dtype``, chunk by chunk: summing in a wider type casts the whole input first
+    on a GPU (int64 of a 6 GB output's bytes is 51 GB, which ran an H100 out of memory; its float64 values 12 GB)."""
+    total = torch.zeros((), dtype=dtype, device=flat.device)
     for start in range(0, flat.numel(), _CHUNK):
-        total += flat[start : start + _CHUNK].sum(dtype=torch.float64)
-    return float(total)
+        total += flat[start : start + _CHUNK].sum(dtype=dtype)
+    return total
 
 
 def checksum(values: Any) -> tuple:
@@ -87,9 +77,9 @@ def checksum(values: Any) -> tuple:
     parts: list[Any] = []
     for leaf in flatten_outputs(values):
         if isinstance(leaf, torch.Tensor):
-            parts += [tuple(leaf.shape), str(leaf.dtype), _byte_sum(_bytes_of(leaf))]
+            parts += [tuple(leaf.shape), str(leaf.dtype), int(_chunked_sum(_bytes_of(leaf), torch.int64))]
             if leaf.is_floating_point() and leaf.numel():
-                parts.append(_value_sum(leaf))
+                parts.append(float(_chunked_sum(leaf.detach().reshape(-1), torch.float64)))
         else:
             parts.append(repr(leaf))
     return tuple(parts)

@@ -15,9 +15,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
 
-__all__ = ["Status", "Violation", "StageSeconds", "EvalResult", "STAGES"]
+__all__ = ["Status", "Violation", "StageSeconds", "EvalResult", "STAGES", "JUDGE_ERROR_FLAG"]
 
 STAGES = ("extract", "inspect", "build", "check", "time")
+JUDGE_ERROR_FLAG = "judge-error"
+"""The flag of a result whose failure was the judge's, not the answer's (its worker could not start or died)."""
 
 
 class Status(str, Enum):
