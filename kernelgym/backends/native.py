@@ -258,9 +258,9 @@ def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any
         return ToolchainFloor()
     from torch.utils import cpp_extension
 
-    cuda, digest = allow_list == "cuda", record.stem.rsplit("-", 1)[1]
-    if str(record) in _FLOORS:  # by store, not by toolchain alone: each store gets its own record
-        return _FLOORS[str(record)]
+    cuda, digest, key = allow_list == "cuda", record.stem.rsplit("-", 1)[1], str(record)
+    if key in _FLOORS:  # by store, not by toolchain alone: each store gets its own record
+        return _FLOORS[key]
     with file_lock(store / "floor.lock"):
         if not record.exists():
             build_dir = store / f"floor-{digest}"
@@ -284,8 +284,8 @@ def toolchain_floor(allow_list: str, store: Path, load_inline: Callable[..., Any
             partial = record.with_suffix(".partial")
             partial.write_text(json.dumps(symbols))
             partial.rename(record)
-    _FLOORS[str(record)] = ToolchainFloor(**{kind: frozenset(names) for kind, names in json.loads(record.read_text()).items()})
-    return _FLOORS[str(record)]
+    _FLOORS[key] = ToolchainFloor(**{kind: frozenset(names) for kind, names in json.loads(record.read_text()).items()})
+    return _FLOORS[key]
 
 
 def floor_record(allow_list: str, store: Path) -> Path | None:
