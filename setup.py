@@ -12,9 +12,10 @@ EXTRAS = {
     "hf": ["transformers>=4.40"],
     "verl": ["verl[verl-core]==0.9.1"],
     "plots": ["matplotlib>=3.7"],
+    "serve": ["aiohttp>=3.9"],
 }
 # CI runs the verl tests too (the small trainer's smoke test, the agent loop, the sampler): verl brings transformers.
-EXTRAS["ci"] = [*EXTRAS["triton"], *EXTRAS["ray"], *EXTRAS["sb3"], *EXTRAS["verl"]]
+EXTRAS["ci"] = [*EXTRAS["triton"], *EXTRAS["ray"], *EXTRAS["sb3"], *EXTRAS["verl"], *EXTRAS["serve"]]
 EXTRAS["dev"] = [
     "pytest>=8",
     "pytest-benchmark>=4",

@@ -3,7 +3,7 @@
     # on one H100/H200, KernelBench copied into an ignored folder of the repo (.kb = /work/shared/kernelbench)
     python benchmarks/kernelbench_scale.py --kernelbench .kb --evaluator .kb/evaluator --out "$OUT"
     python benchmarks/kernelbench_scale.py --kernelbench .kb --evaluator .kb/evaluator --out /tmp/q --only small --limit 4
-    python benchmarks/kernelbench_scale.py report --inputs a/results.jsonl b/results.jsonl --out benchmarks/results/kb
+    python benchmarks/kernelbench_scale.py report --inputs a/results.jsonl b/results.jsonl --out runs/kb
 
 The answers are the honest CUDA and Triton programs under
 ``kernelgym/tasks/suites/kernelbench/solutions/``, matched by task id to the
@@ -63,6 +63,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from kernelgym.agents.identity_agent import identity_answer  # noqa: E402
 from kernelgym.envs.prompt import sanitize  # noqa: E402
 from kernelgym.tasks import Task, load_kernelbench_dir  # noqa: E402
 
@@ -92,11 +93,12 @@ class Answer:
     task: Task
     backend: str
     text: str
+    label: str = ""
 
     @property
     def key(self) -> str:
-        """``<backend>:<task id>``, unique within a run."""
-        return f"{self.backend}:{self.task.id}"
+        """``<label or backend>:<task id>``, unique within a run (``identity:...`` for the reference as its own answer)."""
+        return f"{self.label or self.backend}:{self.task.id}"
 
 
 def log(message: str) -> None:
@@ -124,6 +126,34 @@ def select_answers(tasks: Iterable[Task], only: Sequence[str], ids: Sequence[str
             if all(selector in tags for selector in only):
                 answers.append(Answer(task, backend, task.solutions[backend]))
     return answers[:limit] if limit is not None else answers
+
+
+def identity_answers(tasks: Iterable[Task], levels: Sequence[int], per_level: int) -> list[Answer]:
+    """The reference itself as ``ModelNew`` for the first ``per_level`` tasks of each level (judged as CUDA answers:
+    under the ``kernelbench`` preset they are legal, and both judges should find them 1.00x)."""
+    picked: list[Answer] = []
+    for level in levels:
+        chosen = [t for t in tasks if t.level == level][:per_level]
+        picked += [Answer(t, "cuda", identity_answer(t.source), label="identity") for t in chosen]
+    return picked
+
+
+def agreement(records: Sequence[dict[str, Any]], phase: str = "warm") -> dict[str, Any]:
+    """Per answer judged ok by both, kernelgym's speedup (``phase``) over KernelBench's; the median |ratio - 1|.
+
+    Example:
+        >>> recs = [{"phase": "warm", "answer": "a", "status": "ok", "speedup": 1.1},
+        ...         {"phase": "kernelbench", "answer": "a", "status": "ok", "speedup": 1.0}]
+        >>> agreement(recs)["median_abs_deviation"]
+        0.1
+    """
+    mine = {r["answer"]: r for r in records if r["phase"] == phase and r["status"] == "ok" and r.get("speedup")}
+    theirs = {r["answer"]: r for r in records if r["phase"] == "kernelbench" and r["status"] == "ok" and r.get("speedup")}
+    ratios = {a: mine[a]["speedup"] / theirs[a]["speedup"] for a in sorted(set(mine) & set(theirs))}
+    deviations = [abs(r - 1.0) for r in ratios.values()]
+    return {"phase": phase, "answers": len(ratios), "ratios": {a: round(r, 4) for a, r in ratios.items()},
+            "median_abs_deviation": round(statistics.median(deviations), 4) if deviations else None,
+            "over_15_percent": sorted(a for a, r in ratios.items() if abs(r - 1.0) > 0.15)}
 
 
 class Recorder:
@@ -418,6 +448,9 @@ def summarize(records: Sequence[dict[str, Any]], phases: dict[str, dict[str, Any
             "large": {r["answer"]: {"status": r["status"], "seconds": round(_answer_seconds(r), 3)}
                       for r in rows if r["task"] in LARGE},
         }
+    phase = "warm" if "warm" in out["phases"] else "cold"
+    if phase in out["phases"] and "kernelbench" in out["phases"]:
+        out["agreement"] = agreement(records, phase)
     cold, kb = out["phases"].get("cold"), out["phases"].get("kernelbench")
     if cold and kb and cold["answers_per_min"] and kb["answers_per_min"]:
         out["cold_vs_kernelbench_throughput"] = round(cold["answers_per_min"] / kb["answers_per_min"], 3)
@@ -446,6 +479,11 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]], 
     if "cold_vs_kernelbench_throughput" in summary:
         lines += ["", f"Cold kernelgym throughput / KernelBench pipeline throughput: "
                       f"{summary['cold_vs_kernelbench_throughput']}x"]
+    if summary.get("agreement"):
+        agree = summary["agreement"]
+        lines += ["", f"## Speedup agreement ({agree['phase']} kernelgym / KernelBench, answers ok in both)", "",
+                  f"- answers: {agree['answers']}; median |ratio - 1|: {agree['median_abs_deviation']}",
+                  f"- beyond 15%: {', '.join(agree['over_15_percent']) or 'none'}"]
     lines += ["", "## Large-input tasks", "", "| phase | answer | status | seconds |", "| --- | --- | --- | --- |"]
     for phase, p in summary["phases"].items():
         for answer, row in p["large"].items():
@@ -520,6 +558,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--only", default="", help=f"comma-separated selectors that must all hold: {', '.join(SELECTORS)}")
     parser.add_argument("--tasks", default="", help="only these task ids (level1/19_ReLU or 19_ReLU), comma-separated")
     parser.add_argument("--limit", type=int, default=None, help="at most this many answers")
+    parser.add_argument("--identity", type=int, default=0,
+                        help="also judge the reference itself as the answer for this many tasks of levels 1 and 2 (use --rules kernelbench)")
     parser.add_argument("--deadline-s", type=float, default=0.0, help="start no answer after this many seconds (0: none)")
     parser.add_argument("--num-workers", type=int, default=None, help="kernelgym workers (default: the executor's)")
     parser.add_argument("--rules", default="native", choices=("native", "kernelbench"),
@@ -608,6 +648,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     suite = load_kernelbench_dir(args.kernelbench)
     answers = select_answers(suite, args.only, args.tasks, args.limit)
+    if args.identity:
+        answers += identity_answers(suite, (1, 2), args.identity)
     if not answers:
         raise SystemExit("no answer is left after --only/--tasks/--limit")
     meta = {**machine_meta(args.commit), "kernelbench": str(Path(args.kernelbench).resolve()),

@@ -19,7 +19,7 @@ overhead (prompt and feedback text, observation, info).
 
     pytest benchmarks/test_executor_throughput.py --benchmark-only --benchmark-group-by=group
 
-Results: ``benchmarks/results/executor-<date>.md``.
+Results: ``benchmarks/results/executor-throughput.md``.
 """
 
 from __future__ import annotations

@@ -11,14 +11,13 @@ command line: ``kernelgym bench --agent examples/custom_agent.py:PyTorchFallback
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kernelgym.agents import AgentRequest, BaseAgent, register_agent
 from kernelgym.bench import BenchConfig, run_bench
+from kernelgym.options import parse_options
 
 
 @register_agent("pytorch-fallback")
@@ -46,10 +45,7 @@ class Args:
 
 
 def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args()))
+    return parse_options(Args, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

@@ -36,9 +36,7 @@ One JSON line of metrics per step goes to ``--out``. Needs ``pip install 'kernel
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import dataclasses
 import json
 import math
 import os
@@ -56,6 +54,7 @@ import torch
 
 from kernelgym import Verifier
 from kernelgym.errors import require_extra
+from kernelgym.options import parse_options
 from kernelgym.tasks import load_suite
 from kernelgym.verifier import VerifierConfig
 from kernelgym.verifier.result import EvalResult
@@ -373,14 +372,7 @@ def quantiles(values: list[float], prefix: str) -> dict[str, float]:
 
 
 def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        flag = f"--{field.name.replace('_', '-')}"
-        if isinstance(field.default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=field.default)
-        else:
-            parser.add_argument(flag, type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args()))
+    return parse_options(Args, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

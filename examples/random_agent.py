@@ -8,13 +8,12 @@ Random text never contains a ``ModelNew`` program, so every attempt is a fast
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 from dataclasses import dataclass
 
 import gymnasium as gym
 
 import kernelgym  # noqa: F401  (registers the environments)
+from kernelgym.options import parse_options
 
 
 @dataclass
@@ -32,10 +31,7 @@ class Args:
 
 
 def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args()))
+    return parse_options(Args, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

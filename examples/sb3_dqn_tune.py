@@ -9,14 +9,13 @@ greedy configuration and its mean reward are printed next to a uniform random po
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 from dataclasses import dataclass
 
 import gymnasium as gym
 
 from kernelgym.envs.tune_env import MultiDiscreteToDiscrete, mean_step_reward, register_tune_envs
 from kernelgym.errors import require_extra
+from kernelgym.options import parse_options
 from kernelgym.verifier import VerifierConfig
 
 
@@ -51,10 +50,7 @@ class Args:
 
 
 def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args()))
+    return parse_options(Args, __doc__.splitlines()[0])
 
 
 def make_env(args: Args) -> gym.Env:

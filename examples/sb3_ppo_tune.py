@@ -10,8 +10,6 @@ means and writes a learning-curve plot and a Markdown summary to ``--out-dir``.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import datetime
 import os
 import platform
@@ -26,6 +24,7 @@ import numpy as np
 
 from kernelgym.envs.tune_env import mean_step_reward, register_tune_envs, tune_reward
 from kernelgym.errors import require_extra
+from kernelgym.options import parse_options
 from kernelgym.verifier import VerifierConfig
 
 
@@ -59,17 +58,14 @@ class Args:
     """verifier worker processes (the prebuild compiles in parallel)"""
     seed: int = 0
     """seed of PPO, of the random policy and of the evaluation episodes"""
-    out_dir: str = "benchmarks/results"
-    """where the plot and the summary go"""
+    out_dir: str = "runs/tune-ppo"
+    """where the plot and the summary go (the committed record is benchmarks/results/tune-ppo-learning-curve.md)"""
     out_name: str = "tune-ppo-learning-curve"
     """file name of the plot (.png) and the summary (.md), without suffix"""
 
 
 def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args()))
+    return parse_options(Args, __doc__.splitlines()[0])
 
 
 def make_env(args: Args) -> gym.Env:

@@ -12,13 +12,12 @@ runs hit the build cache).
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 from dataclasses import dataclass
 
 import gymnasium as gym
 
 import kernelgym  # noqa: F401  (registers the environments)
+from kernelgym.options import parse_options
 
 
 @dataclass
@@ -46,10 +45,7 @@ class {name}(nn.Module):
 
 
 def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args()))
+    return parse_options(Args, __doc__.splitlines()[0])
 
 
 def scripted_agent(status: str, native_solution: str) -> str:

@@ -15,8 +15,6 @@ whole group fails. Shown a repair prompt, it answers with the bundled solution a
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -24,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 import kernelgym  # noqa: F401  (registers the environments)
+from kernelgym.options import parse_options
 from kernelgym.tasks import Task, load_suite
 from kernelgym.wrappers import BufferedDynamicRetry, PrimeEcho
 from kernelgym.wrappers.retry import PREVIOUS_ATTEMPT_HEADER
@@ -67,10 +66,7 @@ class Args:
 
 
 def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args()))
+    return parse_options(Args, __doc__.splitlines()[0])
 
 
 def make_env(args: Args):

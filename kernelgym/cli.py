@@ -1,4 +1,4 @@
-"""The kernelgym command line: ``eval``, ``tasks``, ``bench``, ``train`` and ``cache``.
+"""The kernelgym command line: ``eval``, ``tasks``, ``bench``, ``train``, ``cache`` and ``serve``.
 
 Holds:
     main: the entry point (``kernelgym = kernelgym.cli:main``).
@@ -8,7 +8,8 @@ Holds:
 answers in one batch (``kernelgym.bench.generations``); ``tasks`` lists a suite;
 ``bench`` runs an agent over a suite (``kernelgym.bench``); ``train``
 launches verl GRPO training (``kernelgym.training.launcher``); ``cache`` shows or
-trims the build cache (``kernelgym.backends.cache``). A mistake the user can
+trims the build cache (``kernelgym.backends.cache``); ``serve`` keeps a warm judge
+behind an HTTP API (``kernelgym.serve``). A mistake the user can
 fix ends in one line, ``kernelgym: error: ...``, and exit status 2.
 """
 
@@ -30,6 +31,7 @@ EXIT_CODES = (
     (0, "success; for `eval` of one answer: the answer is ok"),
     (1, "`eval` of one answer: it was judged and is not ok (its status says why)"),
     (2, "a usage or input error (one line on stderr says what to do)"),
+    (3, "`eval` of one answer: the judge itself failed (status judge_error); says nothing about the answer, try again"),
     (130, "interrupted (Ctrl-C); `bench` and `eval` of many answers continue with --resume"),
     (141, "the program reading the output stopped early (e.g. `| head`)"),
 )
@@ -135,7 +137,8 @@ def _eval(args: argparse.Namespace) -> int:
     from kernelgym.executor import Verifier
     from kernelgym.verifier import VerifierConfig
 
-    config = VerifierConfig(runs=args.runs, compile_baseline=args.compile_baseline, timing=not args.no_timing, rules=args.rules)
+    config = VerifierConfig(runs=args.runs, compile_baseline=args.compile_baseline, timing=not args.no_timing, rules=args.rules,
+                            weights=args.weights)
     backend = args.backend or default_backend(args.suite)
     with Verifier(backend=backend, config=config, **executor_kwargs(args)) as verifier:
         result = verifier.evaluate(task, text)
@@ -143,7 +146,7 @@ def _eval(args: argparse.Namespace) -> int:
         print(result.to_json())
     else:
         _print_table(result.to_dict())
-    return 0 if result.ok else 1
+    return 0 if result.ok else 3 if result.judge_error else 1
 
 
 def _eval_many(args: argparse.Namespace) -> int:
@@ -165,7 +168,7 @@ def _eval_many(args: argparse.Namespace) -> int:
         suite=args.suite,
         out_dir=args.out or str(Path("runs") / "eval" / name),
         verifier=VerifierConfig(runs=args.runs, compile_baseline=args.compile_baseline, timing=not args.no_timing,
-                                rules=args.rules),
+                                rules=args.rules, weights=args.weights),
         progress=not args.quiet,
         **run_options(args),
     )
@@ -223,6 +226,9 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--rules", choices=("native", "kernelbench"), default="native",
                     help="rule preset: native (no PyTorch/ATen compute in ModelNew) or kernelbench (PyTorch ops allowed "
                     "as KernelBench allows them; every hack defense on) (default: native)")
+    ev.add_argument("--weights", choices=("redrawn", "fixed"), default="redrawn",
+                    help="weights contract: redrawn (one trial redraws the weights: the answer must compute from its parameters) "
+                    "or fixed (KernelBench's: weights fixed at construction) (default: redrawn)")
     add_executor_arguments(ev)
     many = ev.add_argument_group("many answers")
     many.add_argument("--out", default=None, help="run folder (default: runs/eval/<name of ANSWER>)")
@@ -232,6 +238,51 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     many.add_argument("--no-plots", action="store_true", help="do not write the figures")
     many.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=_eval)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from kernelgym.executor.remote import TOKEN_ENV
+    from kernelgym.serve import JudgeService, serve_forever
+
+    backends = [b.strip() for b in args.backend.split(",") if b.strip()]
+    options = {"ray_address": args.ray_address} if args.executor == "ray" and args.ray_address else {}
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    service = JudgeService(backends, executor=args.executor, num_workers=args.workers, cache_dir=args.cache_dir,
+                           queue_size=args.queue_size, **options)
+    try:
+        if not args.no_warm_up:
+            print(f"kernelgym serve: warming up the {', '.join(backends)} workers (one-time builds included)", file=sys.stderr)
+            service.warm_up()
+        auth = "bearer token required" if token else "no token (anyone who can connect may submit)"
+        print(f"kernelgym serve: judging {', '.join(backends)} on http://{args.host}:{args.port} ({auth})", file=sys.stderr)
+        serve_forever(service, args.host, args.port, token)
+    finally:
+        service.close()
+    return 0
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    from kernelgym.executor.remote import TOKEN_ENV
+
+    serve = sub.add_parser(
+        "serve", help="keep a warm judge behind an HTTP API (needs kernelgym[serve])",
+        description="Serve a long-lived judge over HTTP: warm workers per backend, a bounded queue, "
+        "results by id, health and metrics (API: docs/serve.md). Clients: `--server URL` of `eval` and `bench`, "
+        "or Verifier(executor='remote', url=...).",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1; 0.0.0.0 for all)")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    serve.add_argument("--backend", default="cpp", help="backends to judge, comma-separated, e.g. cuda,triton (default: cpp)")
+    serve.add_argument("--executor", choices=("local", "ray"), default="local",
+                       help="local workers, or the Ray pool of a cluster (default: local)")
+    serve.add_argument("--ray-address", default=None, help="Ray cluster address for --executor ray (default: $RAY_ADDRESS or a local Ray)")
+    serve.add_argument("--workers", type=int, default=None, help="judge workers per backend (default: the executor's)")
+    serve.add_argument("--cache-dir", default=None, help="build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
+    serve.add_argument("--queue-size", type=int, default=64,
+                       help="answers that may wait beyond those being judged; more get HTTP 429 (default: 64)")
+    serve.add_argument("--token", default=None, help=f"bearer token clients must send (default: ${TOKEN_ENV}, else none)")
+    serve.add_argument("--no-warm-up", action="store_true", help="do not judge a bundled answer per backend at start")
+    serve.set_defaults(func=_serve)
 
 
 def _add_cache(sub: argparse._SubParsersAction) -> None:
@@ -284,6 +335,7 @@ def _parser() -> argparse.ArgumentParser:
     add_train_arguments(train)
     train.set_defaults(func=train_main)
     _add_cache(sub)
+    _add_serve(sub)
     return parser
 
 

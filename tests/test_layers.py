@@ -10,13 +10,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "kernelgym"
 # Layer of every top-level module or subpackage: each may import only from lower layers and itself.
 # Peers (same number) may not import each other, except agents, which bench and training build on.
 LAYERS = {
-    "errors": 0, "registry": 0.5,
+    "errors": 0, "registry": 0.5, "options": 0.5,
     "tasks": 1, "backends": 1,
     "verifier": 2,
     "executor": 3,
     "envs": 4,
     "wrappers": 5,
-    "agents": 6, "bench": 6.5, "training": 6.5,
+    "agents": 6, "bench": 6.5, "training": 6.5, "serve": 6.5,
     "cli": 7,
     "__init__": 8,
 }

@@ -4,7 +4,7 @@ Holds:
     Exchange: one earlier attempt of an episode and the feedback it got.
     AgentRequest: what an agent is asked for one attempt (task, prompt, history, sample, turn, seed).
     Agent: the protocol: a ``name`` and ``act(requests) -> answers``.
-    BaseAgent: a convenient base class (``close``, context manager).
+    BaseAgent: a convenient base class (``close``, ``skip_reason``, context manager).
     AgentError: an agent could not produce answers (endpoint down, bad option, ...).
     DEFAULT_SYSTEM_PROMPT: the system message chat agents send (``kernelgym.envs.prompt.SYSTEM_PROMPT``).
     chat_messages: an episode so far as OpenAI-style chat messages (``kernelgym.envs.prompt.conversation``).
@@ -164,6 +164,13 @@ class BaseAgent:
         """Answer each request (same order, same length)."""
         raise NotImplementedError
 
+    def skip_reason(self, task: Task, backend: str) -> str | None:
+        """Why this agent cannot answer ``task`` for ``backend`` at all (``None``: it can; the default).
+
+        A benchmark lists such a task as skipped, with this reason, instead of asking for it.
+        """
+        return None
+
     def close(self) -> None:
         """Release what the agent holds (connections, a model); the default holds nothing."""
 
@@ -201,7 +208,7 @@ def register_agent(name: str) -> Callable[[type], type]:
 
 def _load_builtin_agents() -> None:
     # Importing the modules runs their @register_agent decorators; heavy imports inside them are lazy.
-    from kernelgym.agents import hf_agent, openai_agent, random_agent, solutions  # noqa: F401
+    from kernelgym.agents import hf_agent, identity_agent, openai_agent, random_agent, solutions  # noqa: F401
 
 
 def agent_names() -> list[str]:

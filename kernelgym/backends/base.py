@@ -96,6 +96,10 @@ class HostTimer:
         """Mark its end."""
         self.end = time.perf_counter()
 
+    def settle(self) -> float:
+        """Nothing is queued on a host device: no work can outlive the call here (threads are counted by the judge)."""
+        return 0.0
+
     def elapsed_ms(self) -> float:
         """Milliseconds between start and stop (after the device is synchronized)."""
         return (self.end - self.begin) * 1e3
@@ -172,9 +176,19 @@ class Backend:
         """Whether an address-space rlimit is safe (CUDA reserves huge virtual ranges)."""
         return self.device_type == "cpu"
 
-    def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord]) -> contextlib.AbstractContextManager[None]:
-        """Context in which the candidate module is executed (its builds happen then)."""
+    def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord],
+                    request_build: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> contextlib.AbstractContextManager[None]:
+        """Context in which candidate code runs, for the candidate process's whole life (its builds happen then).
+
+        ``request_build`` sends a native build request to the trusted side and returns its reply
+        (see :class:`~kernelgym.backends.trusted_build.StoreBuilder`); without it, builds run in this process.
+        """
         return contextlib.nullcontext()
+
+    def native_toolchain(self) -> Any:
+        """How the trusted side builds this backend's ``load_inline`` extensions
+        (a :class:`~kernelgym.backends.trusted_build.NativeToolchain`; ``None``: no native builds)."""
+        return None
 
     @property
     def host_array_libraries_needed(self) -> bool:
@@ -209,7 +223,8 @@ class Backend:
         """
 
     def call_timer(self) -> Any:
-        """A timer for one call: ``flush()``, ``start()``, ``stop()``, then ``elapsed_ms()`` after synchronizing."""
+        """A timer for one call: ``flush()``, ``start()``, ``stop()``, ``settle()`` (synchronizes; returns the ms of work still
+        queued after the end event), then ``elapsed_ms()``."""
         return HostTimer()
 
 

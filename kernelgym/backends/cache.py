@@ -11,11 +11,13 @@ Holds:
     default_cache_dir: ``$KERNELGYM_CACHE`` or ``~/.cache/kernelgym``.
     max_bytes_from_env: the size cap, from ``$KERNELGYM_CACHE_MAX_GB`` or the default.
 
-The layout (written by :mod:`kernelgym.backends.native`, only read here):
-``<cache>/builds/<key>/`` holds one build (sources, objects, the ``.so``, an
-``ok`` marker), ``<cache>/builds/locks/<key>.lock`` is the lock a worker holds
-while it checks, builds or loads that entry, ``<cache>/builds/pch/`` the
-precompiled headers, ``<cache>/builds/baselines/`` cached reference timings.
+The layout (written by the trusted side, :mod:`kernelgym.backends.native` and
+:mod:`kernelgym.backends.store`, only read here; candidates read it, never write it):
+``<cache>/builds/<key>/`` holds one published extension (its ``.so``; the judge's
+record of its hash is ``<cache>.trusted/store/<key>.json``), ``<cache>/builds/locks/<key>.lock``
+is the lock a worker holds while it checks, builds or publishes that entry,
+``<cache>/builds/pch/`` the precompiled headers; ``<cache>.trusted/baselines/``
+holds cached reference timings.
 
 Eviction never removes an entry in use: it skips every entry used less than
 ``MIN_IDLE_SECONDS`` ago (by the newest access or change time of its files),
@@ -38,6 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelgym.backends.store import ExtensionStore
 from kernelgym.errors import KernelGymError
 
 __all__ = [
@@ -268,7 +271,7 @@ class BuildCache:
                 if not taken:
                     busy += 1
                     continue
-                (entry.path / "ok").unlink(missing_ok=True)
+                ExtensionStore(self.builds).forget(entry.key)
                 shutil.rmtree(entry.path, ignore_errors=True)
             removed += 1
             freed += entry.size

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from kernelgym.backends.base import Backend, BuildRecord, KernelTracker, register_backend
 from kernelgym.backends.native import ensure_pch, intercept_load_inline
+from kernelgym.backends.trusted_build import NativeToolchain
 
 __all__ = ["CppBackend"]
 
@@ -49,8 +51,14 @@ class CppBackend(Backend):
         """Build the precompiled ``torch/extension.h`` once, before the worker is confined."""
         self._pch = ensure_pch(build_root)
 
+    def native_toolchain(self) -> NativeToolchain:
+        """g++ for the CPU, with the precompiled header of :meth:`prepare_worker`."""
+        return NativeToolchain(compilers=("c++",), cuda=False, pch_dir=self._pch)
+
     @contextlib.contextmanager
-    def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord]) -> Iterator[None]:
-        """Intercept ``load_inline`` so builds are cached and entry points counted."""
-        with intercept_load_inline(build_root, tracker, log, compilers=("c++",), cuda=False, pch_dir=self._pch):
+    def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord],
+                    request_build: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Iterator[None]:
+        """Intercept ``load_inline`` so builds go through the trusted build step and entry points are counted."""
+        with intercept_load_inline(build_root, tracker, log, compilers=("c++",), cuda=False, pch_dir=self._pch,
+                                   request_build=request_build):
             yield

@@ -25,13 +25,15 @@ import glob
 import os
 import shutil
 import subprocess
-from collections.abc import Hashable, Iterator, Sequence
+import time
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from kernelgym.backends.base import Backend, BuildRecord, KernelTracker, register_backend
 from kernelgym.backends.native import ensure_pch, intercept_load_inline
+from kernelgym.backends.trusted_build import NativeToolchain
 
 __all__ = [
     "CudaBackend",
@@ -190,6 +192,17 @@ class EventTimer:
     def stop(self) -> None:
         """Record the end event on the current stream."""
         self.end.record(self.api.current_stream())
+
+    def settle(self) -> float:
+        """Wait for the end event, then for every stream; milliseconds the device stayed busy after the end event.
+
+        An honest answer joins its side streams before it returns (the end event then waits for them), so
+        waiting for the whole device afterwards costs only the synchronization itself.
+        """
+        self.end.synchronize()
+        start = time.perf_counter()
+        self.api.synchronize()
+        return (time.perf_counter() - start) * 1e3
 
     def elapsed_ms(self) -> float:
         """Event-measured milliseconds of the call (the device must be synchronized)."""
@@ -417,11 +430,17 @@ class CudaBackend(GpuBackend):
             arch = out[0]
         return {self.visible_devices_env: "", self.arch_list_env: arch}
 
+    def native_toolchain(self) -> NativeToolchain:
+        """g++ and nvcc for this GPU's architecture, with the binding unit's precompiled header."""
+        return NativeToolchain(compilers=("c++", "nvcc"), cuda=True, pch_dir=self._pch, key_extra=self._arch)
+
     @contextlib.contextmanager
-    def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord]) -> Iterator[None]:
-        """Intercept ``load_inline`` so builds are cached (per GPU architecture) and entry points counted."""
+    def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord],
+                    request_build: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Iterator[None]:
+        """Intercept ``load_inline`` so builds go through the trusted build step (keyed per GPU architecture)
+        and entry points are counted."""
         with intercept_load_inline(
             build_root, tracker, log, compilers=("c++", "nvcc"), cuda=True, key_extra=self._arch,
-            pch_dir=self._pch,
+            pch_dir=self._pch, request_build=request_build,
         ):
             yield

@@ -18,7 +18,7 @@ import contextlib
 import importlib.util
 import os
 import shutil
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 from kernelgym.backends.base import BuildRecord, KernelTracker, register_backend
 from kernelgym.backends.cuda import GpuBackend, poison_block_bytes
 from kernelgym.backends.native import BuildError, intercept_load_inline
+from kernelgym.backends.trusted_build import NativeToolchain
 
 __all__ = ["MusaBackend", "MUSA_BANDWIDTH_GBS"]
 
@@ -112,8 +113,14 @@ class MusaBackend(GpuBackend):
         """``TORCH_MUSA_ARCH_LIST`` writes capability 2.2 as ``22``."""
         return f"{major}{minor}"
 
+    def native_toolchain(self) -> NativeToolchain:
+        """g++ and mcc through torch_musa's loader, for this GPU's architecture."""
+        return NativeToolchain(compilers=("c++", "mcc"), cuda=True, device_kwargs=("musa_sources", "extra_musa_cflags"),
+                               key_extra=self._arch, loader="torch_musa.utils.musa_extension")
+
     @contextlib.contextmanager
-    def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord]) -> Iterator[None]:
+    def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord],
+                    request_build: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Iterator[None]:
         """Intercept torch_musa's ``load_inline``; refuse torch's CUDA loader, which cannot target MUSA."""
         from torch.utils import cpp_extension
         from torch_musa.utils import musa_extension
@@ -130,7 +137,7 @@ class MusaBackend(GpuBackend):
         try:
             with intercept_load_inline(
                 build_root, tracker, log, compilers=("c++", "mcc"), cuda=True, extension_module=musa_extension,
-                device_kwargs=("musa_sources", "extra_musa_cflags"), key_extra=self._arch,
+                device_kwargs=("musa_sources", "extra_musa_cflags"), key_extra=self._arch, request_build=request_build,
             ):
                 yield
         finally:

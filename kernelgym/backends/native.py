@@ -1,21 +1,25 @@
-"""Content-addressed builds of ``torch.utils.cpp_extension.load_inline`` extensions.
+"""Content-addressed builds of ``torch.utils.cpp_extension.load_inline`` extensions, made by the trusted side.
 
 Holds:
     BuildError: a native build failed; carries the compiler log.
     ForbiddenSymbolsError: a build succeeded but links against symbols its backend does not allow.
     extension_symbols: the imported and exported symbols of a built extension, cached beside it.
-    file_lock: an exclusive lock file, for builds that several workers may start at once.
-    intercept_load_inline: context manager that routes a candidate's
-        ``load_inline`` calls through the build cache and counts entry-point calls.
+    file_lock / lock_holder: an exclusive lock held by a live process, and who holds one.
+    intercept_load_inline: context manager that routes ``load_inline`` calls through
+        the trusted build step and counts entry-point calls.
     trim_compiler_log: the first errors of a compiler log, first error line first.
 
-Used by the ``cpp``, ``cuda`` and ``musa`` backends inside worker processes.
-A build is addressed by the hash of its sources, entry points, flags and
-toolchain; the same candidate built twice (in any worker, on any node that
-shares the cache directory) compiles once. Every extension's linked symbols
-are checked against its backend's allow-list (:mod:`kernelgym.backends.symbols`)
-before it is imported, so its module initialisation never runs when it links
-against forbidden functions; the symbol lists are cached with the build.
+A candidate's process never compiles and never writes the store: its
+``load_inline`` sends the request to the trusted worker, which checks the flags
+and sources, compiles in a build sandbox (a directory of its own, a subprocess
+that never loads the result), checks the symbols the library links against its
+backend's allow-list (:mod:`kernelgym.backends.symbols`) and publishes it into
+the content-addressed store (:mod:`kernelgym.backends.store`) with its sha256
+(:mod:`kernelgym.backends.trusted_build`).
+The candidate then imports it from the store, which it can only read. A build
+is addressed by the hash of its sources, entry points, flags and toolchain; the
+same candidate built twice (in any worker, on any node that shares the cache
+directory) compiles once.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import importlib
 import importlib.util
 import json
 import os
@@ -42,13 +47,13 @@ from kernelgym.backends.symbols import (
     ForbiddenSymbol,
     describe_findings,
     exported_symbols,
-    forbidden_symbols,
     imported_symbols,
 )
 
 __all__ = [
     "BuildError",
     "ForbiddenSymbolsError",
+    "lock_holder",
     "ensure_pch",
     "beyond_floor",
     "extension_symbols",
@@ -70,7 +75,7 @@ CANONICAL_LDFLAGS = ("-fopenmp",)
 _CANONICAL_ACCEPTS = {"-O3", "-O2", "-O1", "-fopenmp", "-std=c++17"}
 # The binding translation unit of a CUDA build (main.cpp: the cpp_sources and pybind11 glue; kernels and
 # their host launchers live in the .cu file) gets torch's own default flags, so all such builds share one
-# precompiled torch/extension.h (its CPU time drops from ~28 s to ~10 s: benchmarks/results/cuda_build_levers_cpu.md).
+# precompiled torch/extension.h (its CPU time drops from ~28 s to ~10 s: benchmarks/results/cuda-build-levers.md).
 CANONICAL_CUDA_HOST_CFLAGS: tuple[str, ...] = ()
 _CANONICAL_CUDA_HOST_ACCEPTS = {"-O3", "-O2", "-O1", "-O0", "-std=c++17"}
 _SAFE_FLAG = re.compile(
@@ -304,7 +309,9 @@ def floor_record(allow_list: str, store: Path) -> Path | None:
 
 def floor_stores(cache_dir: Path) -> tuple[Path, Path]:
     """The judge's floor store (beside the cache: candidates cannot write it) and the candidates' copy (in it)."""
-    return cache_dir.with_name(cache_dir.name + ".trusted"), cache_dir / "floor"
+    from kernelgym.backends.store import judge_dir
+
+    return judge_dir(cache_dir), cache_dir / "floor"
 
 
 def prepare_floor(allow_list: str, cache_dir: Path) -> ToolchainFloor:
@@ -354,12 +361,51 @@ def _checked_flags(flags: Sequence[str]) -> list[str]:
     return list(flags)
 
 
+_LOCK_PATIENCE_SECONDS = 5.0
+
+
+def lock_holder(path: Path) -> str:
+    """Who holds the ``flock`` on ``path`` (from ``/proc/locks``): ``"PID 123 (python)"``, or a sentence saying it is unknown."""
+    try:
+        inode = os.stat(path).st_ino
+        with open("/proc/locks") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return "an unknown process"
+    for line in lines:
+        fields = line.split()
+        if "->" in fields or len(fields) < 6 or fields[1] != "FLOCK" or fields[5].rsplit(":", 1)[-1] != str(inode):
+            continue
+        try:
+            with open(f"/proc/{fields[4]}/comm") as comm:
+                return f"PID {fields[4]} ({comm.read().strip()})"
+        except OSError:
+            return f"PID {fields[4]}"
+    return "an unknown process"
+
+
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created with its parents) for the block."""
+    """Hold an exclusive ``flock`` on ``path`` (created with its parents) for the block.
+
+    The kernel drops a ``flock`` when the process holding it dies, so a killed holder never leaves a
+    stale lock behind. A wait longer than a few seconds says, on stderr, which process holds it.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with open(path, "a") as handle:
+        waited, pause = 0.0, 0.005
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if waited >= _LOCK_PATIENCE_SECONDS:
+                    print(f"kernelgym: waiting for the lock {path}, held by {lock_holder(path)}", file=sys.stderr, flush=True)
+                    fcntl.flock(handle, fcntl.LOCK_EX)
+                    break
+                time.sleep(pause)
+                waited += pause
+                pause = min(pause * 2, 0.1)
         try:
             yield
         finally:
@@ -475,25 +521,25 @@ def intercept_load_inline(
     device_kwargs: tuple[str, str] = ("cuda_sources", "extra_cuda_cflags"),
     key_extra: str = "",
     symbol_backend: str | None = None,
+    request_build: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Iterator[None]:
-    """Route ``load_inline`` through the content-addressed cache while the block runs.
+    """Route ``load_inline`` through the trusted build step and the store while the block runs.
+
+    In a candidate's process ``request_build`` sends each request to the trusted side, which
+    checks, compiles and publishes it (:class:`~kernelgym.backends.trusted_build.StoreBuilder`); its answer names the store entry,
+    imported here from where it lies. Without ``request_build`` (trusted local use) the same
+    step runs in this process, with the intercepted loader compiling.
 
     Args:
-        build_root: cache directory; each build gets ``build_root/<key>``.
+        build_root: the store (``<cache>/builds``).
         tracker: counts calls of the built entry points.
         log: receives one :class:`BuildRecord` per build request.
-        compilers: compiler executables whose versions enter the cache key.
-        cuda: whether ``cuda_sources`` are allowed (the ``cuda``/``musa`` backends).
-        pch_dir: include directory holding the precompiled ``torch/extension.h``
-            made by :func:`ensure_pch` (with ``cuda`` matching this backend), used by
-            canonical-flag builds for their binding translation unit.
+        compilers, cuda, pch_dir, device_kwargs, key_extra, symbol_backend: the
+            :class:`~kernelgym.backends.trusted_build.NativeToolchain`.
         extension_module: the module whose ``load_inline`` is intercepted
             (default ``torch.utils.cpp_extension``; MUSA passes its own loader).
-        device_kwargs: that loader's names for device sources and their flags
-            (``musa_sources``/``extra_musa_cflags`` for torch_musa).
-        key_extra: more cache-key material (the target GPU architectures).
-        symbol_backend: whose allow-list of linked symbols applies (default: ``cpp``
-            without device sources, else the device-sources keyword's prefix, ``cuda`` or ``musa``).
+        request_build: sends a request (:func:`~kernelgym.backends.trusted_build.plan_build`'s fields) to the
+            trusted side, returns its reply.
 
     Raises (from the intercepted call):
         BuildError: the flags are not allowed or the build failed.
@@ -501,14 +547,18 @@ def intercept_load_inline(
     """
     from torch.utils import cpp_extension
 
+    from kernelgym.backends.trusted_build import NativeToolchain, StoreBuilder, built_extension, compile_in_process
+
     target = extension_module if extension_module is not None else cpp_extension
     real_load_inline = target.load_inline
     real_load = getattr(target, "load", None)
-    fingerprint = toolchain_fingerprint(compilers)
     sources_kw, flags_kw = device_kwargs
-    allow_list = symbol_backend or (sources_kw.split("_")[0] if cuda else "cpp")
+    local = None
+    if request_build is None:
+        toolchain = NativeToolchain(compilers, cuda, pch_dir, device_kwargs, key_extra, symbol_backend)
+        local = StoreBuilder(build_root, toolchain, compile_in_process(real_load_inline), floor_loader=real_load_inline)
 
-    def cached_load_inline(
+    def stored_load_inline(
         name: str,
         cpp_sources: str | Sequence[str],
         cuda_sources: str | Sequence[str] | None = None,
@@ -519,62 +569,19 @@ def intercept_load_inline(
         extra_include_paths: Sequence[str] | None = None,
         **options: Any,
     ) -> SimpleNamespace:
-        cpp = _as_list(cpp_sources)
-        cu = _as_list(cuda_sources if cuda_sources is not None else options.get(sources_kw))
-        if cu and not cuda:
-            raise BuildError(f"{sources_kw} given, but this backend compiles C++ for the CPU only")
-        cflags = _checked_flags(_as_list(extra_cflags))
-        cuda_flags = _checked_flags(_as_list(extra_cuda_cflags if extra_cuda_cflags is not None else options.get(flags_kw)))
-        ldflags = _checked_flags(_as_list(extra_ldflags))
-        if extra_include_paths:
-            raise BuildError("extra_include_paths are not allowed; write the code inline")
-        # A device build's host flags are only rewritten when a precompiled header pays for it.
-        canonical = (set(cflags) <= _CANONICAL_CUDA_HOST_ACCEPTS and pch_dir is not None) if cu else (
-            set(cflags) <= _CANONICAL_ACCEPTS
-        )
-        if canonical and cu:
-            cflags = list(CANONICAL_CUDA_HOST_CFLAGS)
-        elif canonical:
-            cflags = list(CANONICAL_CFLAGS)
-            ldflags = sorted(set(ldflags) | set(CANONICAL_LDFLAGS))
-        funcs = functions if isinstance(functions, dict) else _as_list(functions)
-        material = [cpp, cu, funcs, cflags, cuda_flags, ldflags, fingerprint] + ([key_extra] if key_extra else [])
-        key_material = json.dumps(material, sort_keys=True)
-        key = hashlib.sha256(key_material.encode()).hexdigest()
-        module_name = f"kg_{key[:20]}"
-        build_dir = build_root / key[:32]
-        library = build_dir / f"{module_name}.so"
+        request = {
+            "cpp_sources": _as_list(cpp_sources),
+            "device_sources": _as_list(cuda_sources if cuda_sources is not None else options.get(sources_kw)),
+            "functions": functions if isinstance(functions, dict) else _as_list(functions),
+            "extra_cflags": _as_list(extra_cflags),
+            "device_cflags": _as_list(extra_cuda_cflags if extra_cuda_cflags is not None else options.get(flags_kw)),
+            "extra_ldflags": _as_list(extra_ldflags),
+            "extra_include_paths": _as_list(extra_include_paths),
+        }
         start = time.perf_counter()
-        with file_lock(build_root / "locks" / f"{key[:32]}.lock"):
-            hit = library.exists() and (build_dir / "ok").exists()
-            if not hit:
-                build_dir.mkdir(parents=True, exist_ok=True)
-                # torch's own build baton is a file that a killed build leaves behind, and torch then waits on it
-                # forever; the lock held here already keeps every other builder of this key out.
-                (build_dir / "lock").unlink(missing_ok=True)
-                try:
-                    real_load_inline(
-                        name=module_name,
-                        cpp_sources=cpp,
-                        functions=funcs or None,
-                        extra_cflags=cflags,
-                        extra_ldflags=ldflags,
-                        extra_include_paths=[str(pch_dir)] if canonical and pch_dir else None,
-                        build_directory=str(build_dir),
-                        verbose=False,
-                        **({sources_kw: cu, flags_kw: cuda_flags} if cu else {}),
-                    )
-                except RuntimeError as exc:
-                    raise BuildError("native build failed", log=str(exc)) from None
-                (build_dir / "ok").write_text(key_material)
-            imported, exported = extension_symbols(library)
-            findings = [f for f in forbidden_symbols(imported, allow_list, exported) if f.concern not in ADMITTED_CONCERNS]
-            # this process's own check, so the floor may live in the shared cache
-            findings = beyond_floor(findings, allow_list, floor_stores(build_root.parent)[1], real_load_inline)
-            if findings:
-                raise ForbiddenSymbolsError(findings)
-            module = _import_extension(module_name, library)
-        log.append(BuildRecord(key=key, seconds=time.perf_counter() - start, cache_hit=hit))
+        built = local.build(request, ADMITTED_CONCERNS) if local is not None else built_extension(request_build(request))
+        module = _import_extension(built.module, built.path)
+        log.append(BuildRecord(key=built.key, seconds=time.perf_counter() - start, cache_hit=built.cache_hit))
         return _tracked(module, tracker)
 
     def refuse_load(*_args: Any, **_kwargs: Any) -> None:
@@ -587,7 +594,7 @@ def intercept_load_inline(
     real_removers = {key: m.remove_extension_h_precompiler_headers for key, m in removers.items()}
     for m in removers.values():
         m.remove_extension_h_precompiler_headers = lambda: None
-    target.load_inline = cached_load_inline
+    target.load_inline = stored_load_inline
     if real_load is not None:
         target.load = refuse_load
     try:

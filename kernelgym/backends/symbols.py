@@ -198,6 +198,9 @@ _COMMON_ALLOWED = [
     rf"(?:{_alternatives(_C_BASICS)})",
     rf"(?:{_alternatives(_MATH_FUNCTIONS)})[fl]?",
     r"__\w+_finite",
+    # glibc's libmvec: the vector variants of the math functions above, which GCC calls when it vectorises a loop
+    # under -ffast-math (vector-function ABI names: ISA, mask, lanes, parameter kinds, then the scalar name)
+    rf"_ZGV[bcdens][NM](?:\d+|x)[vluRLUs\d]*_(?:__)?(?:{_alternatives(_MATH_FUNCTIONS)})[fl]?(?:_finite)?",
     # GCC's transactional-memory runtime (libitm): weak references the C++ runtime's headers leave in every object
     r"_ITM_\w+",
     r"_?Py\w+",

@@ -204,8 +204,22 @@ class TritonBackend(GpuBackend):
         return super().call_timer() if self.device_available() else Backend.call_timer(self)
 
     @contextlib.contextmanager
-    def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord]) -> Iterator[None]:
-        """Send launches to this job's tracker (Triton compiles lazily, at the first launch)."""
+    def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord],
+                    request_build: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Iterator[None]:
+        """Send launches to this job's tracker (Triton compiles lazily, at the first launch), and keep
+        Triton's compiled kernels in a cache of this process's own.
+
+        Triton's JIT cache holds code it loads without checking it: shared between answers, one answer
+        could plant kernels for the next. In a candidate's process ``HOME`` is its own directory.
+        """
         _install_launch_counter(self.interpreted and not self.device_available())
         _LaunchCounter.tracker = tracker
-        yield
+        shared = os.environ.get("TRITON_CACHE_DIR")
+        os.environ["TRITON_CACHE_DIR"] = str(Path.home() / ".triton" / "cache")
+        try:
+            yield
+        finally:
+            if shared is None:
+                os.environ.pop("TRITON_CACHE_DIR", None)
+            else:
+                os.environ["TRITON_CACHE_DIR"] = shared

@@ -14,11 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kernelgym.agents.base import BaseAgent, make_agent
 from kernelgym.bench.config import BenchConfig
-from kernelgym.bench.runner import run_bench
+from kernelgym.bench.runner import plan_bench, run_bench
 from kernelgym.errors import KernelGymError
-from kernelgym.executor.arguments import add_executor_arguments
-from kernelgym.verifier.config import VerifierConfig
+from kernelgym.executor.arguments import add_executor_arguments, executor_name
+from kernelgym.verifier.config import WEIGHTS, VerifierConfig
 from kernelgym.verifier.presets import PRESETS
 
 __all__ = ["add_bench_arguments", "bench_main"]
@@ -61,6 +62,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                      help="end an episode at a correct answer this fast; 0: at any correct answer (default: 1.0)")
     run.add_argument("--no-plots", action="store_true", help="do not write the figures")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--dry-run", action="store_true",
+                     help="list the tasks the run would ask the agent for and those it would skip, and why; "
+                     "judge nothing, write nothing")
 
     judge = parser.add_argument_group("judge")
     judge.add_argument("--backend", default=None, help="cpp | cuda | triton | musa (default: cpp for cpu, else cuda)")
@@ -74,6 +78,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     judge.add_argument("--rules", choices=sorted(PRESETS), default=defaults.rules,
                        help="rule preset: native (no PyTorch/ATen compute in ModelNew) or kernelbench (PyTorch ops "
                        f"allowed as KernelBench allows them; every hack defense on) (default: {defaults.rules})")
+    judge.add_argument("--weights", choices=WEIGHTS, default=defaults.weights,
+                       help="weights contract: redrawn (one trial redraws the weights: answers must compute from their "
+                       f"parameters) or fixed (KernelBench's: weights fixed at construction) (default: {defaults.weights})")
     judge.add_argument("--faster-threshold", type=float, default=defaults.faster_threshold,
                        help=f"speedup above which an answer is faster (default: {defaults.faster_threshold})")
 
@@ -96,8 +103,8 @@ _AGENT_FLAGS = ("base_url", "model", "api_key_env", "temperature", "top_p", "max
 def run_options(args: argparse.Namespace) -> dict[str, Any]:
     """The :class:`BenchConfig` fields that every judging command's options set alike (run folder, backend, executor)."""
     return {
-        "resume": args.resume, "overwrite": args.overwrite, "backend": args.backend, "executor": args.executor,
-        "ray_address": args.ray_address, "num_workers": args.workers, "cache_dir": args.cache_dir,
+        "resume": args.resume, "overwrite": args.overwrite, "backend": args.backend, "executor": executor_name(args),
+        "ray_address": args.ray_address, "server": args.server, "num_workers": args.workers, "cache_dir": args.cache_dir,
         "batch_size": args.batch_size, "plots": not args.no_plots,
     }
 
@@ -114,6 +121,7 @@ def _config_from_args(args: argparse.Namespace) -> BenchConfig:
         compile_baseline=args.compile_baseline,
         faster_threshold=args.faster_threshold,
         rules=args.rules,
+        weights=args.weights,
     )
     return BenchConfig(
         suite=args.suite,
@@ -141,6 +149,14 @@ def bench_main(args: argparse.Namespace) -> int:
     """
     try:
         config = _config_from_args(args)
+        if args.dry_run:
+            agent = make_agent(config.agent, **config.agent_options)
+            try:
+                print(plan_bench(config, agent).report(agent.name, config.k))
+            finally:
+                if isinstance(agent, BaseAgent):
+                    agent.close()
+            return 0
         summary = run_bench(config)
     except (KernelGymError, ValueError) as exc:
         print(f"kernelgym: error: {exc}", file=sys.stderr)

@@ -38,8 +38,9 @@ class BenchConfig:
         resume: continue the run already in ``out_dir`` (finished attempts are kept, not redone).
         overwrite: delete a run already in ``out_dir`` and start again.
         backend: the target backend (``None``: :func:`kernelgym.tasks.default_backend` of the suite).
-        executor: where candidates run: ``"local"`` (the embedded default) or ``"ray"``.
+        executor: where candidates run: ``"local"`` (the embedded default), ``"ray"`` or ``"remote"``.
         ray_address: Ray cluster to join with ``executor="ray"`` (``None``: ``$RAY_ADDRESS`` or a local Ray).
+        server: URL of a ``kernelgym serve`` judge for ``executor="remote"`` (``None``: ``$KERNELGYM_SERVER``).
         num_workers: verifier worker processes (``None``: the executor's default).
         cache_dir: build cache (``None``: ``$KERNELGYM_CACHE`` or ``~/.cache/kernelgym``).
         verifier: the judge's settings; its ``faster_threshold`` (1.1) defines "faster".
@@ -66,6 +67,7 @@ class BenchConfig:
     backend: str | None = None
     executor: str = "local"
     ray_address: str | None = None
+    server: str | None = None
     num_workers: int | None = None
     cache_dir: str | None = None
     verifier: VerifierConfig = field(default_factory=VerifierConfig)
@@ -76,6 +78,14 @@ class BenchConfig:
     max_feedback_chars: int = 4000
     plots: bool = True
     progress: bool = True
+
+    def executor_options(self) -> dict[str, Any]:
+        """The options of the chosen executor that this config sets (``ray_address`` or the server's ``url``)."""
+        if self.executor == "ray" and self.ray_address:
+            return {"ray_address": self.ray_address}
+        if self.executor == "remote" and self.server:
+            return {"url": self.server}
+        return {}
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.turns < 1 or self.batch_size < 1:
@@ -106,6 +116,9 @@ class BenchSummary:
         out_dir: the run folder.
         files: the files written, relative to ``out_dir``.
         rules: the rule preset the answers were judged by.
+        weights: the weights contract the answers were judged by (``redrawn`` or ``fixed``).
+        skipped: task id -> why the agent could not answer it (e.g. no bundled solution for the backend);
+            such tasks are not in ``task_ids`` and count neither as passed nor as failed.
     """
 
     suite: str
@@ -123,12 +136,15 @@ class BenchSummary:
     out_dir: str
     files: tuple[str, ...] = ()
     rules: str = "native"
+    weights: str = "redrawn"
+    skipped: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A plain-JSON dict (what ``summary.json`` holds)."""
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "metrics"}
         data["task_ids"] = list(self.task_ids)
         data["files"] = list(self.files)
+        data["skipped"] = dict(self.skipped)
         data["metrics"] = self.metrics.to_dict()
         return data
 
@@ -143,7 +159,7 @@ class BenchSummary:
         ]
         first, best = self.metrics.first_turn, self.metrics.best_turn
         lines = [
-            f"{self.agent} on {self.suite} ({self.backend}, {self.rules} rules, {len(self.task_ids)} tasks, k={self.k}, "
+            f"{self.agent} on {self.suite} ({self.backend}, {self.rules} rules, {self.weights} weights, {len(self.task_ids)} tasks, k={self.k}, "
             f"turns={self.turns}, {self.attempts} attempts{'' if self.complete else ', INCOMPLETE'})",
             f"{'metric':<34}{'first turn':>12}{'best turn':>12}",
         ]
@@ -155,6 +171,9 @@ class BenchSummary:
         if errors:
             lines.append(f"({errors} attempt(s) failed in the judge, not in the answer, and count as failures above: "
                          "see their feedback, then judge the run again)")
+        if self.skipped:
+            lines.append(f"skipped {len(self.skipped)} task(s), not counted above:")
+            lines.extend(f"  {task_id}: {reason}" for task_id, reason in self.skipped.items())
         if best.passed and not self.timing_meaningful:
             lines.append("(timings are not meaningful on this device: speedup metrics are 0)")
         return "\n".join(lines)

@@ -133,7 +133,7 @@ def _jsonl(path: Path, suite: TaskSuite) -> list[tuple[Task, int, str]]:
         try:
             task = suite[record["task_id"]]
         except KernelGymError:
-            unknown.append(record["task_id"])
+            unknown.append(f"{record['task_id']!r} ({path}:{number})")  # the line, so the record can be found
             continue
         if sample is None:
             sample = next_sample.get(task.id, 0)
@@ -229,8 +229,8 @@ def judge_answers(
     own_verifier = verifier is None
     try:
         if pending and verifier is None:
-            extra = {"ray_address": config.ray_address} if config.executor == "ray" and config.ray_address else {}
-            verifier = make_verifier(backend, config.executor, config.verifier, config.num_workers, config.cache_dir, **extra)
+            verifier = make_verifier(backend, config.executor, config.verifier, config.num_workers, config.cache_dir,
+                                     **config.executor_options())
         with (out / ATTEMPTS_FILE).open("a", encoding="utf-8") as sink:
             for batch in batches(pending, config.batch_size):
                 progress.stage(f"judging {len(batch)} answers")

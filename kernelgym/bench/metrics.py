@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from kernelgym.verifier.result import JUDGE_ERROR_FLAG
+from kernelgym.verifier.result import is_judge_error
 
 __all__ = [
     "FAST_P_THRESHOLDS",
@@ -58,8 +58,8 @@ class Attempt:
         speedup_eager: eager reference time / candidate time (``None``: not timed).
         speedup_compile: ``torch.compile`` reference time / candidate time (``None``: not timed).
         score: the verifier's score.
-        judge_error: the judge failed before the answer ran (its worker could not start or died): the
-            attempt failed, but says nothing about the answer.
+        judge_error: the judge failed, not the answer (status ``judge_error``, or the ``judge-error`` flag
+            of older records): the attempt failed, but says nothing about the answer.
     """
 
     task_id: str
@@ -92,7 +92,7 @@ class Attempt:
     def from_dict(cls, data: Mapping[str, Any]) -> Attempt:
         """Build from a dict with at least these fields (others, e.g. a full attempt record, are ignored).
 
-        A record's ``flags`` holding ``"judge-error"`` sets ``judge_error``.
+        A record of status ``judge_error`` (or, in older records, flagged ``"judge-error"``) sets ``judge_error``.
 
         Example:
             >>> Attempt.from_dict({"task_id": "t", "level": 1, "sample": 0, "turn": 1, "status": "ok", "x": 1}).ok
@@ -104,7 +104,7 @@ class Attempt:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         if "judge_error" not in values:
-            values["judge_error"] = JUDGE_ERROR_FLAG in data.get("flags", ())
+            values["judge_error"] = is_judge_error(data)
         return cls(**values)
 
 

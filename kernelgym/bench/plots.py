@@ -79,9 +79,10 @@ def write_plots(summary: BenchSummary, attempts: Sequence[Attempt], out_dir: str
     else:
         axes.text(0.5, 0.5, "no correct, timed answers", ha="center", va="center", transform=axes.transAxes)
         axes.set_yticks([])
-    axes.set_xlabel("speedup (reference time / candidate time), fastest correct answer per task")
+    # Long task names narrow the axes; a label centred under them would run off the figure's right edge.
+    axes.set_xlabel("speedup (reference time / candidate time),\nfastest correct answer per task", loc="right")
     axes.set_title(f"{summary.agent} on {summary.suite}: {len(names)} of {len(summary.task_ids)} tasks correct and timed")
-    figure.savefig(paths[0], dpi=120)
+    figure.savefig(paths[0], dpi=120, bbox_inches="tight")
 
     bars = _plotted_metrics(summary.k)
     figure = Figure(figsize=(7, 4), layout="constrained")
@@ -96,7 +97,7 @@ def write_plots(summary: BenchSummary, attempts: Sequence[Attempt], out_dir: str
     axes.set_ylabel("rate (best turn)")
     axes.set_title(f"{summary.agent} on {summary.suite}: metrics per level")
     axes.legend()
-    figure.savefig(paths[1], dpi=120)
+    figure.savefig(paths[1], dpi=120, bbox_inches="tight")
     if len(metrics.per_turn) < 2:
         return paths[:2]
 
@@ -111,7 +112,7 @@ def write_plots(summary: BenchSummary, attempts: Sequence[Attempt], out_dir: str
     axes.set_ylabel("rate")
     axes.set_title(f"{summary.agent} on {summary.suite}: metrics per turn")
     axes.legend()
-    figure.savefig(paths[2], dpi=120)
+    figure.savefig(paths[2], dpi=120, bbox_inches="tight")
     return paths
 
 

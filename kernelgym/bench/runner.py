@@ -1,6 +1,8 @@
 """The agent benchmark: run an agent over a suite, k samples per task, up to T turns each.
 
 Holds:
+    BenchPlan: the tasks a run would judge and those it skips, with why.
+    plan_bench: the plan of a run (what ``kernelgym bench --dry-run`` prints).
     run_bench: run (or resume) a benchmark and write its files.
 
 The settings and the summary are in ``kernelgym.bench.config``, the run folder in
@@ -14,7 +16,10 @@ verifier as one ``evaluate_many`` batch, and feeds each result back to its env
 (``begin_attempt`` / ``finish_attempt``, as the vector env does). Every attempt
 is appended to ``attempts.jsonl`` as soon as it is judged, so ``--resume``
 replays the recorded attempts into fresh envs and continues each episode where
-it stopped, without asking or judging anything twice.
+it stopped, without asking or judging anything twice. An answer on which the
+judge itself failed (after the env's retries) is recorded as a ``judge_error``
+and its episode stops for this run; ``--resume`` judges that answer again
+without asking the agent for it.
 """
 
 from __future__ import annotations
@@ -41,17 +46,18 @@ from kernelgym.bench.runs import (
     SUMMARY_FILE,
     attempt_record,
     episode_records,
+    judge_error_answers,
     prepare_out_dir,
     read_attempts,
     run_settings,
 )
 from kernelgym.envs.kernel_env import KernelEnv, LazyVerifier, VerifierLike, resolve_suite, step_batch
-from kernelgym.errors import MissingExtraError
+from kernelgym.errors import KernelGymError, MissingExtraError
 from kernelgym.tasks import default_backend
 from kernelgym.tasks.task import Task, TaskSuite
 from kernelgym.verifier.result import EvalResult
 
-__all__ = ["run_bench", "Progress", "batches", "write_summary"]
+__all__ = ["BenchPlan", "plan_bench", "run_bench", "Progress", "batches", "write_summary"]
 
 
 def _request_seed(run_seed: int, task_id: str, sample: int, turn: int) -> int:
@@ -70,6 +76,7 @@ class _Episode:
     history: list[Exchange]
     done: bool = False
     passed: bool = False
+    retry_answer: str | None = None
 
 
 class Progress:
@@ -111,12 +118,16 @@ class Progress:
 
 
 def _start_episode(
-    task: Task, sample: int, prior: Sequence[Mapping[str, Any]], make_env: Callable[[], KernelEnv]
+    task: Task, sample: int, prior: Sequence[Mapping[str, Any]], make_env: Callable[[], KernelEnv],
+    retry_answer: str | None = None,
 ) -> _Episode:
-    """A fresh env for the episode, with its recorded attempts replayed (nothing is judged again)."""
+    """A fresh env for the episode, with its recorded attempts replayed (nothing is judged again).
+
+    ``retry_answer``: the answer of the judge error that ended the recorded attempts, judged again as the next turn.
+    """
     env = make_env()
     observation, _ = env.reset(options={"task_id": task.id})
-    episode = _Episode(task, sample, env, observation, [])
+    episode = _Episode(task, sample, env, observation, [], retry_answer=retry_answer)
     for record in prior:
         env.begin_attempt(record["response"])
         observation, _, terminated, truncated, _ = env.finish_attempt(EvalResult.from_dict(dict(record)))
@@ -153,13 +164,23 @@ def _advance(
                     seed=_request_seed(run_seed, episode.task.id, episode.sample, turn),
                 )
             )
-        progress.stage(f"asking the agent for {len(requests)} answers")
-        answers = agent.act(requests)
-        if len(answers) != len(requests) or not all(isinstance(a, str) for a in answers):
-            raise AgentError(f"agent {agent.name!r} returned {len(answers)} answers for {len(requests)} requests")
+        asking = [request for episode, request in zip(active, requests, strict=True) if episode.retry_answer is None]
+        progress.stage(f"asking the agent for {len(asking)} answers")
+        fresh = agent.act(asking) if asking else []
+        if len(fresh) != len(asking) or not all(isinstance(a, str) for a in fresh):
+            raise AgentError(f"agent {agent.name!r} returned {len(fresh)} answers for {len(asking)} requests")
+        given = iter(fresh)
+        answers = [next(given) if e.retry_answer is None else e.retry_answer for e in active]
+        for episode in active:
+            episode.retry_answer = None
         progress.stage(f"judging {len(answers)} answers")
-        stepped = step_batch([episode.env for episode in active], answers, verifier)
+        stepped = step_batch([episode.env for episode in active], answers, verifier, keep_judge_errors=True)
         for episode, request, answer, (result, step) in zip(active, requests, answers, stepped, strict=True):
+            if step is None:  # the judge failed, not the answer: recorded, and judged again on --resume
+                sink.write(json.dumps(attempt_record(episode.task, episode.sample, request.turn, answer, result, False, False)) + "\n")
+                sink.flush()
+                episode.done = True
+                continue
             observation, _, terminated, truncated, _ = step
             record = attempt_record(episode.task, episode.sample, request.turn, answer, result, terminated, truncated)
             sink.write(json.dumps(record) + "\n")
@@ -179,6 +200,53 @@ def batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[start:start + size]
 
 
+@dataclass(frozen=True)
+class BenchPlan:
+    """What a run would do, judging nothing: the tasks it asks the agent for and those it skips.
+
+    Attributes:
+        suite: the selected tasks less the skipped ones, in suite order.
+        backend: the backend answers target.
+        skipped: task id -> why the agent cannot answer it (its :meth:`BaseAgent.skip_reason`), in suite order.
+    """
+
+    suite: TaskSuite
+    backend: str
+    skipped: Mapping[str, str]
+
+    def report(self, agent_name: str, k: int = 1) -> str:
+        """One line per selected task: ``run`` or ``skip`` and why."""
+        lines = [f"{agent_name} on {self.suite.name} ({self.backend}): {len(self.suite)} task(s) to run, "
+                 f"{len(self.skipped)} skipped, k={k}; nothing judged (dry run)"]
+        lines.extend(f"  run   {task_id}" for task_id in self.suite.ids())
+        lines.extend(f"  skip  {task_id}: {reason}" for task_id, reason in self.skipped.items())
+        return "\n".join(lines)
+
+
+def plan_bench(config: BenchConfig, agent: Agent) -> BenchPlan:
+    """The tasks ``config`` selects, split into those ``agent`` is asked for and those it skips.
+
+    Raises:
+        TaskError: the suite cannot be loaded or an id names no task.
+
+    Example:
+        >>> from kernelgym.agents.solutions import SolutionsAgent
+        >>> plan = plan_bench(BenchConfig(suite="gpu", backend="cuda"), SolutionsAgent())
+        >>> plan.skipped["level1/7_RMSNorm"]
+        "no bundled 'cuda' solution (it has: triton)"
+    """
+    selected = resolve_suite(config.suite, config.level, task_ids=config.task_ids, limit=config.limit)
+    backend = config.backend or default_backend(config.suite)
+    skipped: dict[str, str] = {}
+    if isinstance(agent, BaseAgent):
+        for task in selected:
+            reason = agent.skip_reason(task, backend)
+            if reason is not None:
+                skipped[task.id] = reason
+    kept = TaskSuite(selected.name, tuple(task for task in selected if task.id not in skipped))
+    return BenchPlan(kept, backend, skipped)
+
+
 def run_bench(config: BenchConfig, *, agent: Agent | None = None, verifier: VerifierLike | None = None) -> BenchSummary:
     """Run (or resume) a benchmark; write ``attempts.jsonl``, ``run.json``, ``summary.json`` and the plots.
 
@@ -187,11 +255,13 @@ def run_bench(config: BenchConfig, *, agent: Agent | None = None, verifier: Veri
         agent: an agent object to use instead of building ``config.agent`` (left open).
         verifier: a verifier to share instead of building one (left open).
 
+    Tasks the agent cannot answer at all (:func:`plan_bench`) are skipped and listed in the summary.
+
     Returns:
         The summary of every finished episode of the selected tasks.
 
     Raises:
-        KernelGymError: bad settings, a run folder in the way, or a resume with other settings.
+        KernelGymError: bad settings, a run folder in the way, a resume with other settings, or every task skipped.
         AgentError: the agent failed.
 
     Example:
@@ -202,14 +272,21 @@ def run_bench(config: BenchConfig, *, agent: Agent | None = None, verifier: Veri
         >>> summary.metrics.best_turn.pass_at_1, summary.attempts
         (0.0, 1)
     """
-    suite = resolve_suite(config.suite, config.level, task_ids=config.task_ids, limit=config.limit)
-    backend = config.backend or default_backend(config.suite)
     own_agent = agent is None
     agent = agent if agent is not None else make_agent(config.agent, **config.agent_options)
-    extra = {"ray_address": config.ray_address} if config.executor == "ray" and config.ray_address else {}
-    handle = LazyVerifier(verifier, backend, config.executor, config.verifier, config.num_workers, config.cache_dir, **extra)
+    plan = plan_bench(config, agent)
+    suite, backend = plan.suite, plan.backend
+    if not len(suite):
+        if own_agent and isinstance(agent, BaseAgent):
+            agent.close()
+        raise KernelGymError(f"agent {agent.name!r} can answer none of the selected tasks for {backend!r}: "
+                             + "; ".join(f"{t}: {r}" for t, r in plan.skipped.items()))
+    handle = LazyVerifier(verifier, backend, config.executor, config.verifier, config.num_workers, config.cache_dir,
+                          **config.executor_options())
     out = Path(config.out_dir)
     try:
+        # Read before prepare_out_dir drops them from the run file: the answers to judge again.
+        retry_answers = judge_error_answers(out / ATTEMPTS_FILE) if config.resume and not config.overwrite else {}
         prior = episode_records(prepare_out_dir(out, run_settings(config, agent.name, backend, suite), config))
         verifier = handle.get()
 
@@ -231,7 +308,8 @@ def run_bench(config: BenchConfig, *, agent: Agent | None = None, verifier: Veri
         try:
             with (out / ATTEMPTS_FILE).open("a", encoding="utf-8") as sink:
                 for batch in batches(pending, config.batch_size):
-                    episodes = [_start_episode(t, s, prior.get((t.id, s), []), make_env) for t, s in batch]
+                    episodes = [_start_episode(t, s, prior.get((t.id, s), []), make_env, retry_answers.get((t.id, s)))
+                                for t, s in batch]
                     try:
                         _advance(episodes, agent, verifier, backend, config.seed, sink, progress)
                     finally:
@@ -243,11 +321,17 @@ def run_bench(config: BenchConfig, *, agent: Agent | None = None, verifier: Veri
         handle.close()
         if own_agent and isinstance(agent, BaseAgent):
             agent.close()
-    return write_summary(config, agent.name, backend, suite, out)
+    return write_summary(config, agent.name, backend, suite, out, skipped=plan.skipped)
 
 
-def write_summary(config: BenchConfig, agent_name: str, backend: str, suite: TaskSuite, out: Path) -> BenchSummary:
-    """Summarize the attempts in ``out`` (metrics, files) and write ``summary.json`` and the plots."""
+def write_summary(
+    config: BenchConfig, agent_name: str, backend: str, suite: TaskSuite, out: Path,
+    *, skipped: Mapping[str, str] | None = None,
+) -> BenchSummary:
+    """Summarize the attempts in ``out`` (metrics, files) and write ``summary.json`` and the plots.
+
+    ``skipped`` lists the tasks left out of ``suite`` because the agent could not answer them.
+    """
     levels = {task.id: task.level for task in suite}
     records = [r for r in read_attempts(out / ATTEMPTS_FILE) if r["task_id"] in levels and r["sample"] < config.k]
     attempts = [Attempt.from_dict(r) for r in records]
@@ -270,6 +354,8 @@ def write_summary(config: BenchConfig, agent_name: str, backend: str, suite: Tas
         metrics=metrics,
         out_dir=str(out),
         rules=config.verifier.rules,
+        weights=config.verifier.weights,
+        skipped=dict(skipped or {}),
     )
     files = [ATTEMPTS_FILE, RUN_FILE, SUMMARY_FILE]
     if config.plots:

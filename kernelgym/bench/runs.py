@@ -5,6 +5,8 @@ Holds:
     read_attempts: the attempt records of a run folder, tolerating a torn last line.
     run_settings: the settings a run records in ``run.json``.
     prepare_out_dir: check or start the run folder; the records of the run being resumed.
+    split_judge_errors: a run's records less its judge errors, and the answers to judge again.
+    judge_error_answers: the answers of a run folder's judge errors, by episode (judged again on resume).
     episode_records: the records grouped by episode, in turn order.
     attempt_record: the record of one judged attempt.
 """
@@ -21,11 +23,11 @@ from typing import Any
 from kernelgym.bench.config import BenchConfig
 from kernelgym.errors import KernelGymError
 from kernelgym.tasks.task import Task, TaskSuite
-from kernelgym.verifier.result import EvalResult
+from kernelgym.verifier.result import EvalResult, is_judge_error
 
 __all__ = [
     "ATTEMPTS_FILE", "PLOT_FILES", "RUN_FILE", "SUMMARY_FILE", "attempt_record", "episode_records", "prepare_out_dir",
-    "read_attempts", "run_settings",
+    "judge_error_answers", "read_attempts", "run_settings", "split_judge_errors",
 ]
 
 
@@ -104,7 +106,10 @@ def run_settings(config: BenchConfig, agent_name: str, backend: str, suite: Task
 
 
 def prepare_out_dir(out: Path, settings: Mapping[str, Any], config: BenchConfig) -> list[dict[str, Any]]:
-    """Check or start the run folder; return the records of the run being resumed."""
+    """Check or start the run folder; return the records of the run being resumed.
+
+    Judge errors are dropped from the run being resumed (see :func:`split_judge_errors`), so they are judged again.
+    """
     run_file, attempts_file = out / RUN_FILE, out / ATTEMPTS_FILE
     existing = run_file.is_file() or attempts_file.is_file()
     if existing and config.overwrite:
@@ -126,8 +131,8 @@ def prepare_out_dir(out: Path, settings: Mapping[str, Any], config: BenchConfig)
         if changed:
             diffs = ", ".join(f"{n}: {previous[n]!r} -> {settings[n]!r}" for n in changed)
             raise KernelGymError(f"cannot resume the run in {out} with different settings ({diffs})")
-        records = read_attempts(attempts_file)
-        # Rewrite without a torn tail, so appended lines start on a fresh line.
+        records = split_judge_errors(read_attempts(attempts_file))[0]
+        # Rewrite without a torn tail or judge errors, so appended lines start on a fresh line.
         text = "".join(json.dumps(r) + "\n" for r in records)
         if attempts_file.is_file() and attempts_file.read_text(encoding="utf-8") != text:
             tmp = attempts_file.with_suffix(".jsonl.tmp")
@@ -136,6 +141,37 @@ def prepare_out_dir(out: Path, settings: Mapping[str, Any], config: BenchConfig)
     out.mkdir(parents=True, exist_ok=True)
     run_file.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
     return records
+
+
+def split_judge_errors(
+    records: Iterable[Mapping[str, Any]],
+) -> tuple[list[Mapping[str, Any]], dict[tuple[str, int], str]]:
+    """The records less each episode's first judge error and what came after it; that attempt's answer, by episode.
+
+    A judge error says nothing about the answer, so the attempt is judged again; the attempts after it
+    answered the judge's failure, not a verdict, and are dropped with it.
+
+    Example:
+        >>> records = [{"task_id": "a", "sample": 0, "turn": 1, "status": "judge_error", "response": "x"},
+        ...            {"task_id": "b", "sample": 0, "turn": 1, "status": "ok", "response": "y"}]
+        >>> kept, again = split_judge_errors(records)
+        >>> [r["task_id"] for r in kept], again
+        (['b'], {('a', 0): 'x'})
+    """
+    records = list(records)
+    cut: dict[tuple[str, int], int] = {}
+    again: dict[tuple[str, int], str] = {}
+    for record in records:
+        key = (record["task_id"], int(record["sample"]))
+        if is_judge_error(record) and record["turn"] < cut.get(key, record["turn"] + 1):
+            cut[key], again[key] = record["turn"], record.get("response", "")
+    kept = [r for r in records if r["turn"] < cut.get((r["task_id"], int(r["sample"])), r["turn"] + 1)]
+    return kept, again
+
+
+def judge_error_answers(path: str | Path) -> dict[tuple[str, int], str]:
+    """The answers of the judge errors in ``attempts.jsonl`` at ``path``, by episode: what a resumed run judges again."""
+    return split_judge_errors(read_attempts(path))[1]
 
 
 def episode_records(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], list[Mapping[str, Any]]]:

@@ -10,6 +10,7 @@ Holds:
     make_verifier: build the verifier a KernelEnv (or a vector of them) uses.
     LazyVerifier: the verifier an env uses: one passed in, or one built on first use and closed with the env.
     resolve_suite: a suite from its name or object, filtered by level, task ids and count.
+    judge_with_retries: judge a batch, judging again the answers on which the judge itself failed.
     step_batch: step several KernelEnvs with one verifier batch.
 """
 
@@ -28,7 +29,7 @@ from kernelgym.errors import TaskError
 from kernelgym.executor import Verifier
 from kernelgym.tasks import Task, TaskSuite, load_suite
 from kernelgym.verifier.config import VerifierConfig
-from kernelgym.verifier.result import EvalResult
+from kernelgym.verifier.result import EvalResult, JudgeError
 
 __all__ = [
     "MAX_ACTION_CHARS",
@@ -38,6 +39,7 @@ __all__ = [
     "KernelEnv",
     "LazyVerifier",
     "VerifierLike",
+    "judge_with_retries",
     "make_verifier",
     "resolve_suite",
     "step_batch",
@@ -196,6 +198,10 @@ class KernelEnv(gym.Env[dict[str, Any], str]):
         level: keep only the tasks of this KernelBench level.
         render_mode: ``None`` or ``"ansi"``.
         max_feedback_chars: longest ``feedback`` observation.
+        judge_retries: times an answer is judged again when the judge itself failed on it
+            (status ``judge_error``); still failing, :meth:`step` raises
+            :class:`~kernelgym.verifier.result.JudgeError` and the turn is not used, since a judge
+            error says nothing about the answer and is never paid out as a reward.
 
     The real verifier is built at the first :meth:`step`, so construction and :meth:`reset` are
     cheap; a backend this machine cannot run raises ``BackendUnavailableError`` there.
@@ -229,9 +235,12 @@ class KernelEnv(gym.Env[dict[str, Any], str]):
         level: int | None = None,
         render_mode: str | None = None,
         max_feedback_chars: int = 4000,
+        judge_retries: int = 2,
     ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
+        if judge_retries < 0:
+            raise ValueError("judge_retries must be at least 0")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, not {render_mode!r}")
         self.suite = resolve_suite(suite, level)
@@ -244,6 +253,7 @@ class KernelEnv(gym.Env[dict[str, Any], str]):
         self.cache_dir = cache_dir
         self.render_mode = render_mode
         self.max_feedback_chars = max_feedback_chars
+        self.judge_retries = judge_retries
         self._verifier = LazyVerifier(verifier, backend, executor, verifier_config, num_workers, cache_dir)
         self._language: str | None = None
 
@@ -300,9 +310,14 @@ class KernelEnv(gym.Env[dict[str, Any], str]):
         Raises:
             gymnasium.error.ResetNeeded: no episode is running (call :meth:`reset`).
             TypeError: ``action`` is not a ``str``.
+            JudgeError: the judge failed on the answer ``judge_retries + 1`` times; the episode is
+                where it was, so the same answer may be stepped again.
         """
         task = self.begin_attempt(action)
-        return self.finish_attempt(self.verifier.evaluate(task, action))
+        result = self.verifier.evaluate(task, action)
+        if result.judge_error and self.judge_retries:
+            result = judge_with_retries(self.verifier, [(task, action)], self.judge_retries - 1)[0]
+        return self.finish_attempt(result)
 
     def begin_attempt(self, action: str) -> Task:
         """Validate a step's action and return the task it answers (the first half of :meth:`step`).
@@ -317,7 +332,13 @@ class KernelEnv(gym.Env[dict[str, Any], str]):
         return self._task
 
     def finish_attempt(self, result: EvalResult) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
-        """Record the verifier's result of the attempt begun with :meth:`begin_attempt`; return the step tuple."""
+        """Record the verifier's result of the attempt begun with :meth:`begin_attempt`; return the step tuple.
+
+        Raises:
+            JudgeError: ``result`` is a judge error (nothing is recorded: it is no verdict on the answer).
+        """
+        if result.judge_error:
+            raise JudgeError(result)
         self._turn += 1
         self._result = result
         speedup = result.speedup if result.speedup is not None else 0.0
@@ -370,18 +391,55 @@ class KernelEnv(gym.Env[dict[str, Any], str]):
 StepTuple = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
 
 
-def step_batch(envs: Sequence[KernelEnv], actions: Sequence[str], verifier: VerifierLike) -> list[tuple[EvalResult, StepTuple]]:
-    """Step each env with its action, judging all the answers as one ``evaluate_many`` batch.
-
-    Returns:
-        For each env, in order: the verifier's result and the env's step tuple.
-
-    Raises:
-        RuntimeError: the verifier returned another number of results than answers.
-        gymnasium.error.ResetNeeded, TypeError: as :meth:`KernelEnv.step`.
-    """
-    pairs = [(env.begin_attempt(action), action) for env, action in zip(envs, actions, strict=True)]
+def _evaluate_many(verifier: VerifierLike, pairs: list[tuple[Task, str]]) -> list[EvalResult]:
     results = verifier.evaluate_many(pairs) if pairs else []
     if len(results) != len(pairs):
         raise RuntimeError(f"the verifier returned {len(results)} results for {len(pairs)} answers")
-    return [(result, env.finish_attempt(result)) for env, result in zip(envs, results, strict=True)]
+    return list(results)
+
+
+def judge_with_retries(verifier: VerifierLike, pairs: list[tuple[Task, str]], retries: int) -> list[EvalResult]:
+    """Judge ``pairs`` as one batch, then judge again, up to ``retries`` times, the answers whose result is a judge error.
+
+    Returns:
+        One result per pair, in order; a judge error only where every try was one.
+
+    Raises:
+        RuntimeError: the verifier returned another number of results than answers.
+    """
+    results = _evaluate_many(verifier, pairs)
+    for _ in range(retries):
+        again = [index for index, result in enumerate(results) if result.judge_error]
+        if not again:
+            break
+        for index, result in zip(again, _evaluate_many(verifier, [pairs[i] for i in again]), strict=True):
+            results[index] = result
+    return results
+
+
+def step_batch(
+    envs: Sequence[KernelEnv], actions: Sequence[str], verifier: VerifierLike, *, keep_judge_errors: bool = False
+) -> list[tuple[EvalResult, StepTuple | None]]:
+    """Step each env with its action, judging all the answers as one ``evaluate_many`` batch.
+
+    An answer on which the judge itself failed is judged again, up to the envs' fewest ``judge_retries``.
+
+    Args:
+        keep_judge_errors: for an answer still a judge error, return ``(result, None)`` and leave its env
+            where it was, instead of raising (the benchmark records it and judges it again on resume).
+
+    Returns:
+        For each env, in order: the verifier's result and the env's step tuple (``None`` for a kept judge error).
+
+    Raises:
+        RuntimeError: the verifier returned another number of results than answers.
+        JudgeError: an answer was still a judge error after the retries (no env was stepped).
+        gymnasium.error.ResetNeeded, TypeError: as :meth:`KernelEnv.step`.
+    """
+    pairs = [(env.begin_attempt(action), action) for env, action in zip(envs, actions, strict=True)]
+    results = judge_with_retries(verifier, pairs, min((env.judge_retries for env in envs), default=0))
+    failed = next((result for result in results if result.judge_error), None)
+    if failed is not None and not keep_judge_errors:
+        raise JudgeError(failed)
+    return [(result, None if result.judge_error else env.finish_attempt(result))
+            for env, result in zip(envs, results, strict=True)]

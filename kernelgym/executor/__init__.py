@@ -5,7 +5,8 @@ Holds:
     Executor, PoolSettings, register_executor, make_executor, executor_names: the executor
         contract and registry.
     LocalExecutor: the embedded default; ``ray`` is registered lazily (``RayExecutor`` in
-        ``kernelgym.executor.ray_pool``; needs ``pip install 'kernelgym[ray]'``).
+        ``kernelgym.executor.ray_pool``; needs ``pip install 'kernelgym[ray]'``), and so is ``remote``
+        (``RemoteExecutor`` in ``kernelgym.executor.remote``: a ``kernelgym serve`` judge over HTTP).
 """
 
 from __future__ import annotations
@@ -32,3 +33,10 @@ def _make_ray_executor(settings: PoolSettings, **options: object) -> object:
     from kernelgym.executor.ray_pool import RayExecutor
 
     return RayExecutor(settings, **options)
+
+
+@register_executor("remote")
+def _make_remote_executor(settings: PoolSettings, **options: object) -> object:
+    from kernelgym.executor.remote import RemoteExecutor
+
+    return RemoteExecutor(settings, **options)

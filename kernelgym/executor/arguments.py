@@ -1,8 +1,9 @@
 """The command-line options that choose an executor, shared by every ``kernelgym`` command that judges.
 
 Holds:
-    add_executor_arguments: add ``--executor``, ``--ray-address``, ``--workers``, ``--cache-dir``.
+    add_executor_arguments: add ``--executor``, ``--ray-address``, ``--server``, ``--workers``, ``--cache-dir``.
     executor_kwargs: the Verifier keyword arguments those options stand for.
+    executor_name: the executor those options choose.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from kernelgym.executor.registry import executor_names
 
-__all__ = ["add_executor_arguments", "executor_kwargs"]
+__all__ = ["add_executor_arguments", "executor_kwargs", "executor_name"]
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -28,16 +29,27 @@ def add_executor_arguments(parser: argparse.ArgumentParser | argparse._ArgumentG
                         help="where candidates are judged (default: local)")
     parser.add_argument("--ray-address", default=None,
                         help="Ray cluster address for --executor ray (default: $RAY_ADDRESS or a local Ray)")
+    parser.add_argument("--server", default=None, metavar="URL",
+                        help="judge on a `kernelgym serve` server (implies --executor remote; its token from "
+                        "$KERNELGYM_SERVE_TOKEN)")
     parser.add_argument("--workers", type=int, default=None, help="parallel judge workers (default: the executor's)")
     parser.add_argument("--cache-dir", default=None, help="build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
 
 
 def executor_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """Verifier keyword arguments (``executor``, ``num_workers``, ``cache_dir``, ``ray_address``) for parsed options.
+    """Verifier keyword arguments (``executor``, ``num_workers``, ``cache_dir``, ``ray_address``, ``url``) for parsed options.
 
-    ``ray_address`` is passed only to the Ray executor, and only when given.
+    ``ray_address`` is passed only to the Ray executor, and only when given; ``--server`` chooses the
+    remote executor and gives it its ``url``.
     """
-    kwargs: dict[str, Any] = {"executor": args.executor, "num_workers": args.workers, "cache_dir": args.cache_dir}
+    kwargs: dict[str, Any] = {"executor": executor_name(args), "num_workers": args.workers, "cache_dir": args.cache_dir}
     if args.executor == "ray" and args.ray_address:
         kwargs["ray_address"] = args.ray_address
+    if args.server:
+        kwargs["url"] = args.server
     return kwargs
+
+
+def executor_name(args: argparse.Namespace) -> str:
+    """The executor parsed options choose: ``remote`` when ``--server`` is given, else ``--executor``."""
+    return "remote" if args.server else args.executor

@@ -28,18 +28,29 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from dataclasses import asdict
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from kernelgym.executor.sandbox import SandboxPolicy, apply_limits, die_with_parent, kill_session, restrict_filesystem
-from kernelgym.verifier.channel import CandidateCrash, CandidateProtocolError, CandidateTimeout
+from kernelgym.executor.sandbox import (
+    SandboxPolicy,
+    apply_limits,
+    deny_syscalls,
+    die_with_parent,
+    drop_privileges,
+    kill_session,
+    restrict_filesystem,
+    seccomp_unavailable,
+)
+from kernelgym.verifier.channel import BuildService, CandidateCrash, CandidateProtocolError, CandidateTimeout
 
 __all__ = ["CandidateFactory", "CandidateProcess", "main", "prepare_factory"]
 
@@ -47,6 +58,9 @@ _MAX_REPLY_BYTES = 16 * 1024**2
 _FATAL_SIGNALS = (("Segmentation fault", "SIGSEGV"), ("Aborted", "SIGABRT"), ("Bus error", "SIGBUS"),
                   ("Floating-point exception", "SIGFPE"), ("Floating point exception", "SIGFPE"), ("Illegal instruction", "SIGILL"))
 _WATCHED_LIMITS = ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC", "RLIMIT_CORE", "RLIMIT_NOFILE", "RLIMIT_STACK", "RLIMIT_CPU")
+# The payload of the frame that carries descriptors for the next command (a pickled command starts with b"\x80").
+_DESCRIPTORS_FRAME = b"descriptors"
+_MAX_DESCRIPTORS = 16
 
 
 class _Pickler(pickle.Pickler):
@@ -73,9 +87,12 @@ class CandidateProcess:
 
     Args:
         pid: its process id (it leads a session of its own).
-        directory: its private directory (its log, its module files, shared host buffers).
+        directory: its private directory (its log and module files; shared buffers are memfds, not files here).
         conn: the judge's end of its channel.
     """
+
+    build_service: BuildService | None = None
+    """The trusted build step that serves the candidate's build requests (``None``: they are refused)."""
 
     def __init__(self, pid: int, directory: Path, conn: Connection) -> None:
         self.pid = pid
@@ -96,20 +113,44 @@ class CandidateProcess:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(self.pid, cpus)
 
+    def send_descriptors(self, fds: list[int]) -> None:
+        """Send open descriptors, which arrive with the next command (a closed channel shows at that request)."""
+        frame = struct.pack("!i", len(_DESCRIPTORS_FRAME)) + _DESCRIPTORS_FRAME
+        with contextlib.suppress(OSError), socket.socket(fileno=os.dup(self.conn.fileno())) as sock:
+            socket.send_fds(sock, [frame], fds)
+
     def request(self, command: tuple, timeout: float) -> dict[str, Any]:
-        """Send ``command`` and return its reply; any unsolicited extra message is a protocol error."""
+        """Send ``command`` and return its reply, serving the native builds the candidate asks for meanwhile.
+
+        While a command runs, the candidate may send build requests (``{"build": ..., "nonce": ...}``
+        carrying the command's nonce, see :data:`~kernelgym.verifier.channel.BuildService`): each is
+        served by :attr:`build_service` and answered with ``("built", nonce, reply)``, all within the
+        command's deadline. Any other extra message is a protocol error.
+        """
         nonce = secrets.token_hex(8)
-        data = _dumps((command[0], nonce, *command[1:]))
-        try:
-            self.conn.send_bytes(data)
-        except OSError as exc:
-            raise CandidateCrash(self._crash_reason()) from exc
+        deadline = time.monotonic() + timeout
+        self._send(_dumps((command[0], nonce, *command[1:])))
         reply = self._receive(timeout)
+        while "build" in reply:
+            if reply.get("nonce") != nonce or set(reply) != {"build", "nonce"} or not isinstance(reply["build"], dict):
+                raise CandidateProtocolError("a build request did not belong to the command it came with (forged or replayed message)")
+            if self.build_service is None:
+                answer = {"ok": False, "error": "build", "message": "native builds are not available for this backend"}
+            else:
+                answer = self.build_service(reply["build"], max(deadline - time.monotonic(), 0.0))
+            self._send(_dumps(("built", nonce, answer)))
+            reply = self._receive(deadline - time.monotonic())
         if reply.get("nonce") != nonce:
             raise CandidateProtocolError("a reply did not answer the command it was given (forged or replayed message)")
         if self.conn.poll(0):
             raise CandidateProtocolError("the candidate sent a message nobody asked for")
         return reply
+
+    def _send(self, data: bytes) -> None:
+        try:
+            self.conn.send_bytes(data)
+        except OSError as exc:
+            raise CandidateCrash(self._crash_reason()) from exc
 
     def _receive(self, timeout: float) -> dict[str, Any]:
         if not self.conn.poll(max(timeout, 0.0)):
@@ -127,8 +168,7 @@ class CandidateProcess:
         return reply
 
     def _crash_reason(self) -> str:
-        log = self.dir / "candidate.log"
-        text = log.read_bytes()[-65536:].decode(errors="replace") if log.exists() else ""
+        text = _log_tail(self.dir / "candidate.log", 65536)
         # The candidate's fault handler names the fatal signal in its log (it is the factory's child, not ours to wait for).
         fatal = next((f"killed by signal {name}" for cue, name in _FATAL_SIGNALS if f"Fatal Python error: {cue}" in text), None)
         tail = text.split("\nExtension modules:")[0][-1500:].strip()
@@ -142,14 +182,34 @@ class CandidateProcess:
         except (OSError, ValueError, IndexError):
             return 0.0
 
+    def thread_cpu_seconds(self) -> dict[int, float]:
+        """CPU time each of its threads has run so far, by thread id (``/proc/<pid>/task/*/schedstat``).
+
+        Threads that ended are missing; the judge compares readings taken around one call, where a
+        thread that ended during it is counted from what it had run when last seen.
+        """
+        seconds: dict[int, float] = {}
+        try:
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return seconds
+        for tid in tids:
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/schedstat") as handle:
+                    seconds[int(tid)] = int(handle.read().split()[0]) / 1e9
+            except (OSError, ValueError, IndexError):
+                continue
+        return seconds
+
     def libraries(self) -> list[str]:
-        """Shared objects mapped into the process, from ``/proc/<pid>/maps`` (whatever loaded them)."""
+        """Files mapped executable into the process, from ``/proc/<pid>/maps`` (whatever loaded them, whatever
+        their names: a library loaded under another name or from a memfd is code all the same)."""
         try:
             with open(f"/proc/{self.pid}/maps") as handle:
-                paths = {line.split(None, 5)[5].strip() for line in handle if len(line.split(None, 5)) == 6}
+                fields = [line.split(None, 5) for line in handle]
         except OSError:
             return []
-        return sorted(p for p in paths if p.startswith("/") and ".so" in Path(p).name)
+        return sorted({f[5].strip() for f in fields if len(f) == 6 and "x" in f[1] and f[5].startswith("/")})
 
     def process_state(self) -> dict[str, Any]:
         """What the candidate could change about its own process: threads, affinity, signal handlers, limits."""
@@ -182,7 +242,7 @@ class CandidateFactory:
 
     Args:
         backend: backend name.
-        cache_dir: the build cache (the only shared directory a candidate may write).
+        cache_dir: the build cache (candidates read it; only the trusted side writes it).
         policy: limits of each candidate.
         environment: the factory's (and its candidates') environment, scrubbed by the caller.
         parent_dir: where candidates' private directories are created.
@@ -192,7 +252,8 @@ class CandidateFactory:
         from kernelgym.backends import get_backend
 
         self.backend, self.cache_dir, self.parent_dir = backend, cache_dir, parent_dir
-        self.writable = [str(cache_dir), *get_backend(backend).writable_paths(cache_dir / "builds")]
+        # Not the cache: builds reach the store through the trusted build step, and it is read-only here.
+        self.writable = list(get_backend(backend).writable_paths(cache_dir / "builds"))
         control, child = socket.socketpair()
         log = open(parent_dir / "factory.log", "ab")  # noqa: SIM115 (handed to the child)
         try:
@@ -237,6 +298,21 @@ class CandidateFactory:
         self.process.wait()
 
 
+def _log_tail(path: Path, size: int) -> str:
+    """The last ``size`` bytes of a log the candidate could have replaced: no link followed, no FIFO waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:  # a device, a FIFO, or a link to a file elsewhere
+            return ""
+        return os.pread(fd, size, max(info.st_size - size, 0)).decode(errors="replace")
+    finally:
+        os.close(fd)
+
+
 def _read_exactly(sock: socket.socket, size: int) -> bytes:
     data = b""
     while len(data) < size:
@@ -247,8 +323,49 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
     return data
 
 
+class _CommandReader:
+    """The candidate's end of the judge's commands: framed pickles, and descriptors sent for the next command.
+
+    Descriptors come in a frame of their own (see :meth:`CandidateProcess.send_descriptors`)
+    and are appended to the arguments of the command that follows it (``bind``).
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.sock = socket.socket(fileno=os.dup(fd))
+        self.fds: list[int] = []
+
+    def _read(self, size: int) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            chunk, fds, _, _ = socket.recv_fds(self.sock, size - len(data), _MAX_DESCRIPTORS, socket.MSG_CMSG_CLOEXEC)
+            self.fds += fds
+            if not chunk:
+                raise EOFError
+            data += chunk
+        return bytes(data)
+
+    def __call__(self) -> tuple:
+        """The next command (as :class:`~multiprocessing.connection.Connection` frames it), with any descriptors last."""
+        while True:
+            size = struct.unpack("!i", self._read(4))[0]
+            if size == -1:
+                size = struct.unpack("!Q", self._read(8))[0]
+            payload = self._read(size)
+            if payload != _DESCRIPTORS_FRAME:
+                break
+        command = pickle.loads(payload)
+        fds, self.fds = self.fds, []
+        return (*command, fds) if fds else command
+
+
 def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPolicy, backend: Any, observer: Any) -> None:
-    """In a freshly forked child: become a confined candidate process and serve one answer."""
+    """In a freshly forked child: become a confined candidate process and serve one answer.
+
+    Confinement comes in this order: its own session, limits, no privileges (before the device
+    context, so the driver's threads start without any), the device context, Landlock, and the
+    seccomp filter (on every thread, the driver's included). Candidate code runs only after all of
+    it; a mechanism the kernel offers that cannot be applied ends the process before ``ready``.
+    """
     from kernelgym.verifier.candidate_side import BLOCKED_MODULES, CandidateSide
 
     # The factory ignores SIGCHLD (the kernel reaps its children); a candidate must not, or every
@@ -257,7 +374,7 @@ def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPo
     os.setsid()
     die_with_parent()
     directory = Path(spec["dir"])
-    log = os.open(directory / "candidate.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log = os.open(directory / "candidate.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
@@ -268,15 +385,20 @@ def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPo
         os.sched_setaffinity(0, set(spec["cpus"]))
     conn = Connection(fd)
     apply_limits(policy)
+    confinement = [drop_privileges()]
     build_root = cache_dir / "builds"
     backend.prepare_worker(build_root)  # a device context, created here and never in the factory
-    restrict_filesystem(tuple(spec["writable"]))
+    confinement.append(f"landlock: {restrict_filesystem(tuple(spec['writable']))}")
+    confinement.append(deny_syscalls())
+    missing = [c for c in confinement if "unavailable" in c]
+    if missing:  # said in its log; the ready message carries the whole account
+        print("kernelgym: candidate confinement incomplete:", "; ".join(missing), flush=True)
     if not backend.host_array_libraries_needed:  # host array libraries cannot compute outputs: not importable
         for name in BLOCKED_MODULES:
             sys.modules[name] = None  # type: ignore[assignment]
     side = CandidateSide(backend, directory, build_root, observer)
-    conn.send_bytes(json.dumps({"ready": True}).encode())
-    side.serve(lambda: pickle.loads(conn.recv_bytes()), conn.send_bytes)
+    conn.send_bytes(json.dumps({"ready": True, "confinement": confinement}).encode())
+    side.serve(_CommandReader(fd), conn.send_bytes)
 
 
 def prepare_factory(cache_dir: Path, backend_name: str) -> tuple[Any, Any]:
@@ -313,6 +435,9 @@ def main(argv: list[str]) -> int:
     raw = json.loads(policy_json)
     policy = SandboxPolicy(**{**raw, "writable": tuple(raw["writable"])})
     backend, observer = prepare_factory(cache_dir, backend_name)
+    missing = seccomp_unavailable()
+    if missing:  # candidates run with Landlock, limits and no privileges, without the system-call filter
+        print(f"kernelgym: candidates run without a seccomp filter ({missing})", flush=True)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     gc.freeze()  # the garbage collector of a child never writes to (and so never copies) the factory's objects
     control = socket.socket(fileno=fd)

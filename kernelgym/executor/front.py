@@ -100,7 +100,7 @@ class Verifier:
         """Run the static stages; return the final result if they reject the answer, else the job for a worker."""
         outcome = run_static_stages(task, text, self.backend, self.config.rules)
         if outcome.rejection is not None:
-            return outcome.rejection
+            return outcome.rejection.with_changes(weights=self.config.weights)
         seeds = tuple(self._rng.randrange(2**31) for _ in range(self.config.trials + 3))
         return JudgeJob(task, outcome.code, self.backend, self.config, seeds, outcome.seconds.extract, outcome.seconds.inspect)
 

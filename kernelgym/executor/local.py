@@ -31,9 +31,9 @@ from kernelgym.executor.registry import PoolSettings, register_executor
 from kernelgym.executor.sandbox import SandboxPolicy, kill_session, scrubbed_environment
 from kernelgym.verifier.feedback import conclude
 from kernelgym.verifier.job import JudgeJob
-from kernelgym.verifier.result import JUDGE_ERROR_FLAG, EvalResult, StageSeconds, Status
+from kernelgym.verifier.result import EvalResult, StageSeconds, Status
 
-__all__ = ["JUDGE_ERROR_FLAG", "WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result", "remove_orphaned_work_dirs"]
+__all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result", "remove_orphaned_work_dirs"]
 
 _STARTUP_SECONDS = 900.0  # importing torch and, once per machine, building the precompiled header
 _WORKER_MARGIN_SECONDS = 60.0
@@ -144,7 +144,7 @@ class WorkerHandle:
                 self._start()
         except (RuntimeError, OSError) as exc:
             self.stop()
-            return failure_result(job, Status.RUNTIME_ERROR, f"The judge's worker could not start: {exc}", "build", judge_error=True)
+            return failure_result(job, Status.JUDGE_ERROR, f"The judge's worker could not start: {exc}", "build")
         assert self.conn is not None
         self.conn.send(job)
         stage, budget = "build", job.config.timeouts.build
@@ -157,7 +157,7 @@ class WorkerHandle:
                 stage, budget = message[1], float(message[2])
             elif kind == "failed":
                 self.stop()
-                return failure_result(job, Status.RUNTIME_ERROR, f"The judge's worker failed: {message[1]}", stage, judge_error=True)
+                return failure_result(job, Status.JUDGE_ERROR, f"The judge's worker failed: {message[1]}", stage)
             elif kind == "result":
                 result = message[1]  # the trusted worker's EvalResult, as it made it
                 if message[2]:
@@ -172,28 +172,24 @@ class WorkerHandle:
                 return failure_result(job, Status.RUNTIME_ERROR, f"The worker crashed during the {stage} stage: {reason}", stage)
 
 
-_JUDGE_ERROR_LEAD = "The judge failed before your answer ran; this says nothing about the answer."
-
-
-def failure_result(job: JudgeJob, status: Status, sentence: str, stage: str, judge_error: bool = False) -> EvalResult:
+def failure_result(job: JudgeJob, status: Status, sentence: str, stage: str) -> EvalResult:
     """The result of a job whose worker failed (timeout, crash, lost machine) during ``stage``.
 
-    The job counts as compiled when the failure came after the build stage. ``judge_error``: the judge
-    failed before the answer's code ran (a worker or candidate process that could not start): flagged
-    ``judge-error``, so that benchmarks and trainers can tell it from the answer's own failures.
+    The job counts as compiled when the failure came after the build stage. Status ``judge_error``: the
+    judge failed before the answer's code ran (a worker or candidate process that could not start, a lost
+    machine); ``sentence`` becomes its ``judge_reason``, kept out of the feedback.
     """
     return conclude(
         job.task.id,
         job.backend,
         status,
         reward=job.config.reward,
-        lead=_JUDGE_ERROR_LEAD if judge_error else "",
-        flags=(JUDGE_ERROR_FLAG,) if judge_error else (),
         details=[sentence],
         compiled=stage in ("check", "time"),
         seconds=StageSeconds(extract=job.extract_seconds, inspect=job.inspect_seconds),
         seeds=job.seeds[: job.config.trials + 1],
         rules=job.config.rules,
+        weights=job.config.weights,
     )
 
 

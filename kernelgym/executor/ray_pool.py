@@ -307,7 +307,7 @@ class RayExecutor:
             return
         except self._ray.exceptions.RayError as exc:
             sentence = f"The Ray pool could not run the candidate: {_reason(exc)}"
-            batch.finish(index, failure_result(job, Status.RUNTIME_ERROR, sentence, _PHASES[phase][1], judge_error=True))
+            batch.finish(index, failure_result(job, Status.JUDGE_ERROR, sentence, _PHASES[phase][1]))
             return
         if phase == "build":
             if result.status in _FINAL_AFTER_BUILD:

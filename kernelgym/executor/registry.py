@@ -4,7 +4,7 @@ Holds:
     PoolSettings: what every executor is built from (backend, workers, cache, worker limits).
     Executor: the protocol (``run_many(jobs) -> results``, ``close()``).
     register_executor: class decorator adding an executor factory under a name.
-    executor_names: the registered names (``local``, ``ray``, and any added).
+    executor_names: the registered names (``local``, ``ray``, ``remote``, and any added).
     make_executor: build a registered executor from the settings every executor takes.
 """
 
@@ -91,7 +91,7 @@ def executor_names() -> list[str]:
     """Registered executor names.
 
     Example:
-        >>> {"local", "ray"} <= set(executor_names())
+        >>> {"local", "ray", "remote"} <= set(executor_names())
         True
     """
     import kernelgym.executor  # noqa: F401  (registers the built-in executors)
@@ -100,7 +100,7 @@ def executor_names() -> list[str]:
 
 
 def make_executor(name: str, settings: PoolSettings | None = None, **options: Any) -> Executor:
-    """Instantiate the executor registered as ``name`` (``local`` or ``ray``).
+    """Instantiate the executor registered as ``name`` (``local``, ``ray``, ``remote``, or one added).
 
     Raises:
         KernelGymError: no executor has that name.

@@ -7,20 +7,28 @@ Holds:
     restrict_filesystem: Landlock write confinement and TCP denial, where the kernel offers it.
     kill_session: kill every process of a worker's session (fork bombs included).
     die_with_parent: have the kernel kill this process when its parent dies.
+    SandboxError: a confinement the OS offers could not be applied (the candidate must not run).
+    drop_privileges: ``no_new_privs`` and no capability left (bounding set included).
+    DENIED_SYSCALLS / deny_syscalls: the seccomp filter of a candidate (EPERM for what no honest kernel needs).
+    seccomp_unavailable: why a machine cannot take that filter, if it cannot.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
+import platform
 import resource
 import signal
+import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SandboxPolicy", "scrubbed_environment", "apply_limits", "restrict_filesystem", "kill_session", "die_with_parent"]
+__all__ = ["SandboxPolicy", "scrubbed_environment", "apply_limits", "restrict_filesystem", "kill_session", "die_with_parent",
+           "SandboxError", "drop_privileges", "DENIED_SYSCALLS", "deny_syscalls", "seccomp_unavailable"]
 
 _KEEP_ENV = (
     "PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
@@ -90,6 +98,10 @@ def apply_limits(policy: SandboxPolicy) -> None:
         resource.setrlimit(which, (cap, cap if hard == resource.RLIM_INFINITY else hard))
 
 
+class SandboxError(RuntimeError):
+    """A confinement the OS offers could not be applied: the candidate must not run unconfined."""
+
+
 # Landlock (Linux >= 5.13), x86-64/arm64 syscall numbers and uapi constants.
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446
 _PR_SET_NO_NEW_PRIVS = 38
@@ -115,7 +127,8 @@ def restrict_filesystem(writable: tuple[str, ...]) -> str:
     """Make everything but ``writable`` read-only and deny TCP, with Landlock.
 
     Returns a short description of what was applied (``"unavailable"`` when the
-    kernel has no Landlock; the other defenses still hold).
+    kernel has no Landlock; the other defenses still hold). Raises :class:`SandboxError`
+    when the kernel has Landlock but these rules could not be put in force.
     """
     libc = ctypes.CDLL(None, use_errno=True)
     abi = libc.syscall(_SYS_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
@@ -130,7 +143,7 @@ def restrict_filesystem(writable: tuple[str, ...]) -> str:
     size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
     ruleset = libc.syscall(_SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
-        return "unavailable"
+        raise SandboxError(f"no Landlock ruleset: {os.strerror(ctypes.get_errno())}")
     try:
         for path in (*writable, "/dev/null"):
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -138,13 +151,11 @@ def restrict_filesystem(writable: tuple[str, ...]) -> str:
                 rights = fs if os.path.isdir(path) else (_FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0))
                 rule = _PathBeneath(rights, fd)
                 if libc.syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
-                    return "unavailable"
+                    raise SandboxError(f"Landlock refused the rule for {path}: {os.strerror(ctypes.get_errno())}")
             finally:
                 os.close(fd)
-        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            return "unavailable"
-        if libc.syscall(_SYS_RESTRICT, ruleset, ctypes.c_uint32(0)) != 0:
-            return "unavailable"
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.syscall(_SYS_RESTRICT, ruleset, ctypes.c_uint32(0)) != 0:
+            raise SandboxError(f"Landlock could not be put in force: {os.strerror(ctypes.get_errno())}")
     finally:
         os.close(ruleset)
     return f"landlock abi {abi}"
@@ -186,3 +197,182 @@ def die_with_parent() -> None:
     """
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _prctl(*args: int) -> tuple[int, int]:
+    libc = ctypes.CDLL(None, use_errno=True)
+    rc = libc.prctl(*(ctypes.c_ulong(a) for a in (*args, 0, 0, 0, 0)[:5]))
+    return rc, ctypes.get_errno()
+
+
+# Capabilities: prctl options, securebits and capset's v3 layout (linux/capability.h, linux/securebits.h).
+_PR_CAPBSET_DROP, _PR_SET_SECUREBITS, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 28, 47, 4
+# NOROOT, NO_SETUID_FIXUP and KEEP_CAPS_LOCKED, each locked: uid 0 gains nothing from execve or setuid again.
+_SECUREBITS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 5)
+_CAP_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _status_fields(*names: str) -> dict[str, str]:
+    with open("/proc/thread-self/status") as handle:
+        fields = dict(line.split(":", 1) for line in handle if ":" in line)
+    return {name: fields.get(name, "").strip() for name in names}
+
+
+def drop_privileges() -> str:
+    """Set ``no_new_privs`` and give up every capability of this thread (and of what it starts later).
+
+    The uid stays (a candidate may keep root's uid), but without capabilities it
+    bypasses no permission check, and ``no_new_privs`` with locked securebits means
+    no ``execve`` of a setuid binary or of a file with capabilities gives any back.
+    The bounding set is emptied where the process may (``CAP_SETPCAP``).
+
+    Returns a short description of what holds; raises :class:`SandboxError` when a
+    capability is left or ``no_new_privs`` could not be set.
+    """
+    rc, err = _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    if rc != 0:
+        raise SandboxError(f"no_new_privs could not be set: {os.strerror(err)}")
+    _prctl(_PR_SET_SECUREBITS, _SECUREBITS)  # needs CAP_SETPCAP; without it there is nothing to lock
+    last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    for cap in range(last + 1):
+        _prctl(_PR_CAPBSET_DROP, cap)  # EPERM without CAP_SETPCAP: no_new_privs still stops any regain
+    _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+    header, data = _CapHeader(_CAP_VERSION_3, 0), (_CapData * 2)()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise SandboxError(f"capabilities could not be dropped: {os.strerror(ctypes.get_errno())}")
+    status = _status_fields("CapInh", "CapPrm", "CapEff", "CapAmb", "CapBnd", "NoNewPrivs")
+    left = {k: v for k, v in status.items() if k not in ("CapBnd", "NoNewPrivs") and v and int(v, 16)}
+    if left or status["NoNewPrivs"] != "1":
+        raise SandboxError(f"privileges left after dropping them: {status}")
+    bounding = "empty" if not int(status["CapBnd"] or "0", 16) else "kept (no CAP_SETPCAP)"
+    return f"no capabilities, no_new_privs, bounding set {bounding}"
+
+
+DENIED_SYSCALLS = (
+    # another process's memory or namespaces, and the machine's: never a kernel's business
+    "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd",
+    "mount", "umount2", "pivot_root", "chroot", "setns", "unshare",
+    "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+    "add_key", "request_key", "keyctl", "bpf", "perf_event_open", "userfaultfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",  # its operations would bypass this filter
+    "iopl", "ioperm", "reboot", "swapon", "swapoff",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
+    # scheduling: the judge sets affinity and priority from outside; a candidate keeps what it is given
+    "setpriority", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr", "ioprio_set",
+)
+"""System calls a candidate gets ``EPERM`` for (see ``docs/hacks.md``, "What a candidate process may not do")."""
+
+# Allowed only with this first argument: limits of the process itself (pid 0), and the query of the personality.
+_FIRST_ARGUMENT_ONLY = {"prlimit64": 0, "personality": 0xFFFFFFFF}
+
+_SYSCALL_NUMBERS = {
+    "x86_64": {
+        "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "process_madvise": 440, "pidfd_getfd": 438,
+        "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "setns": 308, "unshare": 272,
+        "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+        "kexec_load": 246, "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
+        "add_key": 248, "request_key": 249, "keyctl": 250, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+        "iopl": 172, "ioperm": 173, "reboot": 169, "swapon": 167, "swapoff": 168,
+        "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159,
+        "setpriority": 141, "sched_setaffinity": 203, "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314,
+        "ioprio_set": 251, "prlimit64": 302, "personality": 135, "seccomp": 317,
+    },
+    "aarch64": {
+        "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "process_madvise": 440, "pidfd_getfd": 438,
+        "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "setns": 268, "unshare": 97,
+        "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+        "kexec_load": 104, "kexec_file_load": 294, "init_module": 105, "finit_module": 273, "delete_module": 106,
+        "add_key": 217, "request_key": 218, "keyctl": 219, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+        "reboot": 142, "swapon": 224, "swapoff": 225,
+        "settimeofday": 170, "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171,
+        "setpriority": 140, "sched_setaffinity": 122, "sched_setscheduler": 119, "sched_setparam": 118, "sched_setattr": 274,
+        "ioprio_set": 30, "prlimit64": 261, "personality": 92, "seccomp": 277,
+    },
+}
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_X32_SYSCALL_BIT = 0x40000000
+
+# Classic BPF (linux/filter.h, linux/seccomp.h).
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+_SECCOMP_SET_MODE_FILTER, _SECCOMP_GET_ACTION_AVAIL, _SECCOMP_FILTER_FLAG_TSYNC = 1, 2, 1
+_PR_GET_SECCOMP = 21
+# struct seccomp_data: int nr; u32 arch; u64 instruction_pointer; u64 args[6] (little-endian: the low word of args[0] at 16).
+_NR, _ARCH, _ARG0_LOW = 0, 4, 16
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def _filter_program(machine: str) -> bytes:
+    """The filter: another ABI than the native one (i386 ``int 0x80``, x32) and every denied call get EPERM."""
+    numbers, deny = _SYSCALL_NUMBERS[machine], _RET_ERRNO | errno.EPERM
+    program = [_insn(_LD_W_ABS, _ARCH), _insn(_JEQ_K, _AUDIT_ARCH[machine], 1, 0), _insn(_RET_K, deny), _insn(_LD_W_ABS, _NR)]
+    if machine == "x86_64":
+        program += [_insn(_JGE_K, _X32_SYSCALL_BIT, 0, 1), _insn(_RET_K, deny)]
+    for name in DENIED_SYSCALLS:
+        if name in numbers:  # iopl and ioperm exist on x86 only
+            program += [_insn(_JEQ_K, numbers[name], 0, 1), _insn(_RET_K, deny)]
+    for name, value in _FIRST_ARGUMENT_ONLY.items():
+        program += [_insn(_JEQ_K, numbers[name], 0, 4), _insn(_LD_W_ABS, _ARG0_LOW), _insn(_JEQ_K, value, 0, 1),
+                    _insn(_RET_K, _RET_ALLOW), _insn(_RET_K, deny)]
+    program.append(_insn(_RET_K, _RET_ALLOW))
+    return b"".join(program)
+
+
+def seccomp_unavailable() -> str | None:
+    """Why this machine cannot take the candidate's seccomp filter (``None``: it can)."""
+    machine = platform.machine()
+    if machine not in _AUDIT_ARCH:
+        return f"no filter is written for {machine}"
+    libc = ctypes.CDLL(None, use_errno=True)
+    action = ctypes.c_uint32(_RET_ERRNO)
+    available = libc.syscall(_SYSCALL_NUMBERS[machine]["seccomp"], _SECCOMP_GET_ACTION_AVAIL, 0, ctypes.byref(action)) == 0
+    return None if _prctl(_PR_GET_SECCOMP)[0] >= 0 and available else "this kernel has no seccomp filters"
+
+
+def deny_syscalls() -> str:
+    """Install the candidate's seccomp filter on every thread of this process (inherited by all it starts).
+
+    Every call in :data:`DENIED_SYSCALLS` fails with ``EPERM``; so do ``prlimit64`` on
+    another process, ``personality`` other than its query, and any call through a
+    foreign ABI. Sets ``no_new_privs`` (a filter requires it without ``CAP_SYS_ADMIN``).
+
+    Returns a short description (``"unavailable: ..."`` where the kernel or the
+    architecture has no seccomp filters); raises :class:`SandboxError` where the
+    kernel offers them but this filter could not be installed.
+    """
+    missing = seccomp_unavailable()
+    if missing:
+        return f"unavailable: {missing}"
+    machine = platform.machine()
+    libc = ctypes.CDLL(None, use_errno=True)
+    nr = _SYSCALL_NUMBERS[machine]["seccomp"]
+    rc, err = _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    if rc != 0:
+        raise SandboxError(f"no_new_privs could not be set: {os.strerror(err)}")
+    raw = _filter_program(machine)
+    code = ctypes.create_string_buffer(raw, len(raw))
+    program = _SockFprog(len(raw) // 8, ctypes.cast(code, ctypes.c_void_p))
+    rc = libc.syscall(nr, _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(program))
+    if rc != 0:
+        reason = f"thread {rc} could not take it" if rc > 0 else os.strerror(ctypes.get_errno())
+        raise SandboxError(f"the seccomp filter could not be installed: {reason}")
+    return f"seccomp filter ({len(DENIED_SYSCALLS)} system calls denied)"

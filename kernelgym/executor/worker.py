@@ -12,11 +12,15 @@ comparisons, the timing and the result channel. Candidate code never runs
 here: each answer gets a candidate process of its own, forked by a
 :class:`~kernelgym.executor.candidate.CandidateFactory` that imported torch
 once, and killed after the answer. One candidate is forked ahead, so creating
-its device context is not on the path of the next answer.
+its device context is not on the path of the next answer. The worker is also
+the trusted build step: a candidate's ``load_inline`` asks it to build, and it
+checks, compiles in a build sandbox and publishes into the store
+(:class:`~kernelgym.backends.trusted_build.StoreBuilder`), which candidates only read.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -59,8 +63,11 @@ def main(argv: list[str]) -> int:
 
     from kernelgym.backends import get_backend
     from kernelgym.backends.native import prepare_floor
+    from kernelgym.backends.trusted_build import StoreBuilder
+    from kernelgym.executor.builder import sandboxed_compile
     from kernelgym.executor.candidate import CandidateFactory, CandidateProcess
     from kernelgym.verifier.judge import judge
+    from kernelgym.verifier.presets import get_preset
     from kernelgym.verifier.result import Status
 
     torch.set_num_threads(policy.threads)
@@ -84,6 +91,9 @@ def main(argv: list[str]) -> int:
         floor = pool.submit(prepare_floor, backend_name, cache_dir)
         backend.prepare_worker(build_root)
         floor.result()
+    toolchain = backend.native_toolchain()
+    # The trusted build step: candidates ask, this worker checks, compiles apart and publishes into the store.
+    builder = StoreBuilder(build_root, toolchain, sandboxed_compile(toolchain.loader)) if toolchain is not None else None
     os.sched_setaffinity(0, mine)
 
     def spawn() -> CandidateProcess:
@@ -105,11 +115,14 @@ def main(argv: list[str]) -> int:
             job_dir = work_dir / f"job{jobs}"
             job_dir.mkdir()
             candidate = spares.pop(0)
-            spares.append(spawn())
             conn.send(("stage", "build", job.config.timeouts.build + _CANDIDATE_STARTUP_SECONDS))
             try:
+                # A factory that no longer answers is the judge's failure: reported as such, and the worker replaced.
+                spares.append(spawn())
                 candidate.wait_ready(_CANDIDATE_STARTUP_SECONDS)
                 candidate.pin(mine)
+                if builder is not None:
+                    candidate.build_service = functools.partial(builder.serve, admitted=get_preset(job.config.rules).admitted_concerns)
                 result = judge(job, candidate, build_root, job_dir, on_stage=lambda stage, budget: conn.send(("stage", stage, budget)))
             except Exception as exc:  # the candidate's process never came up
                 result = None
@@ -121,7 +134,7 @@ def main(argv: list[str]) -> int:
                     getattr(torch, backend.device_type).empty_cache()  # the next candidate gets the device memory this job's buffers held
             if result is not None:
                 # A worker whose GPU saw a fault may be in a bad state: replace it.
-                discard = result.status is Status.RUNTIME_ERROR and backend.device_type != "cpu"
+                discard = result.status in (Status.RUNTIME_ERROR, Status.JUDGE_ERROR) and backend.device_type != "cpu"
                 conn.send(("result", result, discard))
     finally:
         for spare in spares:

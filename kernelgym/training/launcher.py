@@ -7,11 +7,13 @@ Holds:
     TrainPlan: everything a launch needs: the data rows, the agent loop entry, the command, the environment.
     task_rows: one verl dataset row per task of a suite.
     hydra_override: one ``key=value`` Hydra override.
+    default_judges: the judge placement used when ``--judges`` is not given (``local`` on a CPU, ``ray`` on a GPU).
     plan_training: build a :class:`TrainPlan` from a config and the command-line options.
     add_train_arguments: the ``kernelgym train`` options.
     train_main: write the data files and run ``python -m verl.trainer.main_ppo`` (or print it with ``--dry-run``).
 
-The full trainer needs GPUs, NCCL and vLLM: it is not run in CI. What it runs is
+The full trainer needs GPUs, NCCL and vLLM: it is not run in CI (the documented launch
+command is, with ``--dry-run``). What it runs is
 plain data: the config's ``verl`` section plus the generated paths, as Hydra
 overrides of verl's ``ppo_trainer`` config.
 """
@@ -41,6 +43,7 @@ __all__ = [
     "TrainConfig",
     "TrainPlan",
     "add_train_arguments",
+    "default_judges",
     "hydra_override",
     "plan_training",
     "task_rows",
@@ -256,6 +259,23 @@ def _merge(overrides: dict[str, Any], key: str, value: Any) -> None:
     overrides[key] = value
 
 
+def default_judges(backend: str) -> str:
+    """The ``--judges`` placement used when none is given: one that works for ``backend`` as documented.
+
+    A CPU backend judges where the agent loop runs (``local``). A GPU backend's judges go to the Ray nodes
+    started with the ``kernelgym_judge`` resource (``ray``): ``local`` would put them on the training GPUs,
+    which :class:`~kernelgym.training.judge_placement.JudgePlacement` refuses; a cluster without such nodes
+    fails at the first judged answer with a sentence saying how to start one.
+
+    Example:
+        >>> default_judges("cpp"), default_judges("cuda")
+        ('local', 'ray')
+    """
+    from kernelgym.backends import get_backend
+
+    return "local" if get_backend(backend).device_type == "cpu" else "ray"
+
+
 def plan_training(
     config: TrainConfig,
     output_dir: str | Path,
@@ -267,7 +287,7 @@ def plan_training(
     Options (``None`` values are ignored): ``suite``, ``backend``, ``model``,
     ``batch_size``, ``group_size``, ``gpus``, ``nodes``, ``max_turns``, ``tau``,
     ``judges`` (where the verifier's judge workers run: :class:`~kernelgym.training.judge_placement.JudgePlacement`;
-    ``local`` by default, which a GPU backend refuses: its judges would share the training GPUs).
+    by default :func:`default_judges`: ``local`` for a CPU backend, ``ray`` for a GPU backend).
     Precedence, lowest first: the config's ``verl`` section, the generated paths,
     the options, ``extra_overrides`` (``key=value`` strings).
 
@@ -281,7 +301,7 @@ def plan_training(
         raise KernelGymError(f"MirrorPop tau must be >= 0, got {tau}")
     loop_settings = {**config.agent_loop, **({"max_turns": opts["max_turns"]} if "max_turns" in opts else {})}
     output_dir = Path(output_dir).expanduser().resolve()
-    placement = JudgePlacement.from_spec(str(opts.get("judges", "local")), config.backend)
+    placement = JudgePlacement.from_spec(str(opts.get("judges", default_judges(config.backend))), config.backend)
     modules = f"{PLUGIN_MODULE},{PLACEMENT_MODULE}"
 
     overrides: dict[str, Any] = {}
@@ -344,7 +364,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tau", type=float, default=None, help="MirrorPop threshold")
     parser.add_argument("--judges", default=None,
                         help="where judge workers run: ray[:RESOURCE[:N]] (Ray actors needing a custom resource), "
-                        "local (CPU backends only) or colocated (on the training GPUs, explicitly) (default: local)")
+                        "local (CPU backends only) or colocated (on the training GPUs, explicitly) "
+                        "(default: local for a CPU backend, ray for a GPU backend)")
     parser.add_argument("--dry-run", action="store_true", help="write the files and print the command, do not run it")
     parser.add_argument("overrides", nargs="*", help="more Hydra overrides for verl, key=value")
 

@@ -6,7 +6,8 @@ Holds:
         candidate module under the backend's build hooks, builds ``ModelNew``,
         and answers each command of the trusted judge with a JSON reply.
     SharedTensor: how a buffer of the trusted side is named in a command
-        (a file both processes map, for host tensors; CUDA tensors travel as IPC handles).
+        (a place in a sealed memfd both processes map, for host tensors; CUDA tensors travel as IPC handles).
+    map_descriptor / map_shared: map such a memfd, and a tensor inside it.
 
 The candidate process never sees the reference, the expected outputs, the
 comparison or the verdict. Everything it reports (outputs' metadata, the ATen
@@ -19,9 +20,12 @@ in the trusted process.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
+import mmap
+import os
 import sys
 import time
 import traceback
@@ -32,32 +36,35 @@ from typing import Any
 
 import torch
 
-from kernelgym.backends import Backend, BuildRecord, KernelTracker, native
+from kernelgym.backends import Backend, BuildRecord, KernelTracker
 from kernelgym.backends.native import BuildError, ForbiddenSymbolsError
-from kernelgym.verifier.compare import flatten_outputs, leaf_meta
+from kernelgym.verifier.compare import flatten_outputs, leaf_meta, same_bytes
 from kernelgym.verifier.guard import AtenGuard, GlobalState, compute_ops
 
 BLOCKED_MODULES = ("numpy", "cupy", "jax", "scipy", "numba")
 """Host (and foreign) array libraries a candidate process cannot import: they would compute outputs outside the guards."""
 
-__all__ = ["BLOCKED_MODULES", "CandidateSide", "call_signature", "load_module", "SharedTensor", "map_shared", "run_call", "error_line"]
+__all__ = ["BLOCKED_MODULES", "CandidateSide", "call_signature", "load_module", "SharedTensor", "map_descriptor", "map_shared", "run_call", "take_outputs", "error_line",
+           "transfer_state"]
 
 _perf_counter = time.perf_counter
 
 
 @dataclass(frozen=True)
 class SharedTensor:
-    """A host tensor that lives in a file both processes map (``torch.from_file(shared=True)``).
+    """A host tensor that lives in the sealed memfd of a ``bind``, which both processes map.
+
+    The memfd travels by descriptor beside the ``bind`` command; no path names it.
 
     Attributes:
-        path: the file (in the candidate's directory).
+        offset: where its elements start in the memfd, in bytes (aligned for every dtype).
         dtype: element type, as ``str(torch.dtype)``.
         size: shape.
         stride: strides in elements.
-        span: elements the file holds (covers every strided element).
+        span: elements it covers (every strided element).
     """
 
-    path: str
+    offset: int
     dtype: str
     size: tuple[int, ...]
     stride: tuple[int, ...]
@@ -70,10 +77,17 @@ def _dtype(name: str) -> torch.dtype:
     return value
 
 
-def map_shared(spec: SharedTensor) -> torch.Tensor:
-    """Map the file named by ``spec`` as a tensor (both sides call this)."""
-    flat = torch.from_file(spec.path, shared=True, size=max(spec.span, 1), dtype=_dtype(spec.dtype))
-    return flat.as_strided(spec.size, spec.stride)
+def map_descriptor(fd: int) -> torch.Tensor:
+    """The whole of a shared memfd, mapped as bytes (its size is sealed: no side can shrink it under the other)."""
+    memory = mmap.mmap(fd, os.fstat(fd).st_size)
+    return torch.frombuffer(memory, dtype=torch.uint8)  # the tensor holds the mapping
+
+
+def map_shared(spec: SharedTensor, memory: torch.Tensor) -> torch.Tensor:
+    """The tensor ``spec`` names inside ``memory`` (a :func:`map_descriptor` mapping; both sides call this)."""
+    dtype = _dtype(spec.dtype)
+    size = max(spec.span, 1) * dtype.itemsize
+    return memory[spec.offset:spec.offset + size].view(dtype).as_strided(spec.size, spec.stride)
 
 
 def error_line(exc: BaseException) -> str:
@@ -97,11 +111,13 @@ def load_module(name: str, source: str, directory: Path) -> ModuleType:
     return module
 
 
-def _unwrap(value: Any) -> Any:
+def _unwrap(value: Any, memory: torch.Tensor | None) -> Any:
     if isinstance(value, SharedTensor):
-        return map_shared(value)
+        if memory is None:
+            raise ValueError("a shared tensor came without the descriptor of its memory")
+        return map_shared(value, memory)
     if isinstance(value, (list, tuple)):
-        return type(value)(_unwrap(v) for v in value)
+        return type(value)(_unwrap(v, memory) for v in value)
     return value
 
 
@@ -121,44 +137,122 @@ def call_signature(values: list[Any]) -> tuple:
 
 
 def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracker: KernelTracker, training: bool, grad: bool,
-             observer: Any = None) -> tuple[list[Any], dict[str, Any]]:
-    """One forward as every call is made: poison memory, flush caches, guard, time, synchronize, describe the outputs.
+             observer: Any = None, python_guard: bool = True, take: list[Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
+    """One forward as every call is made: poison memory, flush caches, guard, time, settle, take the outputs.
 
     Memory is poisoned in place, keyed by the call's signature (input shapes and dtypes,
     training, grad): from the second call of a signature on, the output's allocation is
     a cache hit and no driver allocation lands in the timed region or around it (on an
     H100 a 6.4 GB one cost from 1 to 20 ms, varying from call to call).
 
-    Two guards watch every call: the Python dispatch mode (:class:`AtenGuard`) and,
-    when given, ``observer``, a global ``RecordFunction`` callback that also sees
-    operators run with the Python key excluded or Python modes disabled. The judge
-    runs the reference through this very function when it times it, so the harness
-    costs the same on both sides and drops out of the comparison.
+    What is timed is the forward alone, as KernelBench times it (device events around
+    the call, or the host clock). Two guards can watch it: ``observer``, the native ATen
+    observer below Python (a global ``RecordFunction`` callback, cheap, which also sees
+    operators run with the Python key excluded), and, when ``python_guard``, the Python
+    dispatch mode (:class:`AtenGuard`), which costs microseconds per operator: the judge
+    turns it on only for calls whose time it does not credit.
+
+    After the timer stops, the device is settled: the timed stream first, then every
+    stream; ``pending_ms`` is how long work queued by the call kept the device busy after
+    its end event (work left on a side stream). Then the outputs are taken: copied into
+    ``take`` (the judge's buffers, where shape and dtype match) at once, so the values
+    verified are those present when the call returned, whatever the candidate's threads
+    do afterwards.
     """
     model.train(training)
     backend.poison_memory((call_signature(inputs), training, grad))
-    guard = AtenGuard()
+    guard = AtenGuard() if python_guard else None
     timer = backend.call_timer()
     timer.flush()
     if observer is not None:
         observer.arm()
     try:
-        with torch.set_grad_enabled(grad), tracker.watching(), guard:
+        with torch.set_grad_enabled(grad), tracker.watching(), (guard if guard is not None else contextlib.nullcontext()):
             timer.start()
             output = model(*inputs)
             timer.stop()
-        backend.synchronize()
+        pending_ms = timer.settle()
+        leaves = flatten_outputs(output)
+        if take is not None:
+            take_outputs(leaves, take)
+            backend.synchronize()
     finally:
         seen = observer.disarm() if observer is not None else []
-    leaves = flatten_outputs(output)
     storages = {v.untyped_storage().data_ptr() for v in inputs if isinstance(v, torch.Tensor) and v.numel()}
+    ops = set(compute_ops([name for name in seen if name.startswith("aten::")]))
     return leaves, {
         "ok": True,
         "ms": timer.elapsed_ms(),
+        "pending_ms": pending_ms,
         "leaves": [leaf_meta(leaf, storages) for leaf in leaves],
-        "ops": sorted(set(guard.compute_ops) | set(compute_ops([name for name in seen if name.startswith("aten::")]))),
+        "ops": sorted(ops | set(guard.compute_ops if guard is not None else ())),
+        "watched": "python+native" if guard is not None and observer is not None else ("python" if guard is not None else "native"),
         "kernel_calls": tracker.calls,
     }
+
+
+def take_outputs(leaves: list[Any], buffers: list[Any]) -> None:
+    """Copy each output leaf into its buffer (only exact shape and dtype matches; the others are judged on their metadata)."""
+    with torch.no_grad():
+        for leaf, buffer in zip(leaves, buffers, strict=False):
+            if buffer is not None and isinstance(leaf, torch.Tensor) and leaf.shape == buffer.shape and leaf.dtype == buffer.dtype:
+                buffer.copy_(leaf.detach())
+
+
+def transfer_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> tuple[list[str], list[str]]:
+    """Copy the reference's ``state`` into ``model``; return what found no place, and what received nothing.
+
+    A tensor goes to the one of the same name and shape; the rest go, in ``state``'s order, each to
+    the first tensor not yet filled of equal shape and dtype in ``model``'s ``state_dict`` (registration
+    order): an answer that holds ``self.weight`` where the reference holds ``self.conv.weight`` gets it.
+
+    Returns:
+        The names in ``state`` that found no place, and the tensors of ``model`` that received
+        nothing: ``state_dict`` entries left unfilled and tensors held as plain attributes.
+
+    Example:
+        >>> class Renamed(torch.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.weight = torch.nn.Parameter(torch.zeros(3, 2))
+        ...         self.bias = torch.nn.Parameter(torch.zeros(3))
+        >>> reference, model = torch.nn.Linear(2, 3), Renamed()
+        >>> transfer_state(model, reference.state_dict()), torch.equal(model.bias, reference.bias)
+        (([], []), True)
+        >>> model.weight_t = model.weight.detach().t()
+        >>> transfer_state(model, {"scale": torch.ones(4)})
+        (['scale'], ['weight', 'bias', 'weight_t'])
+    """
+    free = dict(model.state_dict())  # own tensors not yet filled, in registration order
+    by_order: list[str] = []
+    unplaced: list[str] = []
+    with torch.no_grad():
+        for key, value in state.items():
+            if key in free and free[key].shape == value.shape:
+                free.pop(key).copy_(value)
+            else:
+                by_order.append(key)
+        for key in by_order:
+            value = state[key]
+            match = next((name for name, own in free.items() if own.shape == value.shape and own.dtype == value.dtype), None)
+            if match is None:
+                unplaced.append(key)
+            else:
+                free.pop(match).copy_(value)
+    held = [f"{prefix}{'.' if prefix else ''}{name}" for prefix, module in model.named_modules()
+            for name, value in vars(module).items() if isinstance(value, torch.Tensor)]
+    return unplaced, [*free, *held]
+
+
+class _Allocator(torch.nn.Module):
+    """A forward that does nothing but allocate outputs like ``like`` (the judge's probe of the harness's cost)."""
+
+    def __init__(self, like: list[Any]) -> None:
+        super().__init__()
+        self.like = [t for t in like if isinstance(t, torch.Tensor)]
+
+    def forward(self, *_inputs: Any) -> list[torch.Tensor]:
+        return [torch.empty_like(t) for t in self.like]
 
 
 class CandidateSide:
@@ -199,11 +293,10 @@ class CandidateSide:
     def cmd_ping(self) -> dict[str, Any]:
         return {"ok": True}
 
-    def cmd_load(self, code: str, admitted_concerns: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
-        native.ADMITTED_CONCERNS.update(admitted_concerns)
+    def cmd_load(self, code: str) -> dict[str, Any]:
+        """Import the answer (the build hooks of :meth:`serve` route its builds to the trusted side)."""
         try:
-            with self.backend.build_hooks(self.build_root, self.tracker, self.builds):
-                self.module = load_module("candidate", code, self.work_dir)
+            self.module = load_module("candidate", code, self.work_dir)
         except ForbiddenSymbolsError as exc:
             return self._with_builds(_forbidden(exc))
         except BuildError as exc:
@@ -228,37 +321,56 @@ class CandidateSide:
             self.model = self.module.ModelNew(*init_inputs)
         except ForbiddenSymbolsError as exc:
             return _forbidden(exc)
+        except BuildError as exc:  # a load_inline in __init__
+            return {"ok": False, "error": "build", "message": str(exc), "log": exc.log}
         except Exception as exc:
             return {"ok": False, "error": "runtime", "message": f"ModelNew(*get_init_inputs()) raised {error_line(exc)}"}
         return self.cmd_state(state)
 
     def cmd_state(self, state: dict[str, torch.Tensor]) -> dict[str, Any]:
-        """Load the reference's parameters and buffers where names and shapes match, then move to the device."""
+        """Load the reference's parameters and buffers (see :func:`transfer_state`), then move to the device.
+
+        The reply's ``unplaced`` names the reference tensors that found no place in ``ModelNew``,
+        its ``unfilled`` the tensors of ``ModelNew`` that received none.
+        """
         assert self.model is not None
-        own = self.model.state_dict()
-        with torch.no_grad():
-            for key, value in state.items():
-                if key in own and own[key].shape == value.shape:
-                    own[key].copy_(value)
+        try:
+            unplaced, unfilled = transfer_state(self.model, state)
+        except Exception as exc:
+            return {"ok": False, "error": "runtime", "message": f"loading the reference's weights into ModelNew raised {error_line(exc)}"}
         try:
             self.model.to(self.device)
         except Exception as exc:
             return {"ok": False, "error": "runtime", "message": f"ModelNew.to({self.device}) raised {error_line(exc)}"}
-        return {"ok": True, "state": self._state_changes()}
+        return {"ok": True, "state": self._state_changes(), "unplaced": unplaced, "unfilled": unfilled}
 
-    def cmd_bind(self, inputs: list[Any], outputs: list[Any]) -> dict[str, Any]:
-        """Take the trusted side's input buffers and the buffers outputs are copied into on ``fetch``."""
-        self.inputs = [_unwrap(v) for v in inputs]
-        self.outputs = [_unwrap(v) for v in outputs]
+    def cmd_bind(self, inputs: list[Any], outputs: list[Any], descriptors: list[int] | None = None) -> dict[str, Any]:
+        """Take the trusted side's input buffers and the buffers outputs are copied into on ``fetch``.
+
+        ``descriptors`` (at most one: the memfd of the host buffers) arrived with the command;
+        each is mapped, then closed.
+        """
+        descriptors = descriptors or []
+        try:
+            memory = map_descriptor(descriptors[0]) if descriptors else None
+        finally:
+            for fd in descriptors:
+                os.close(fd)
+        self.inputs = [_unwrap(v, memory) for v in inputs]
+        self.outputs = [_unwrap(v, memory) for v in outputs]
         self.kept = []
         return {"ok": True}
 
-    def cmd_call(self, training: bool, grad: bool) -> dict[str, Any]:
-        """One forward, always the same way (see :func:`run_call`); outputs kept for ``fetch``."""
+    def cmd_call(self, training: bool, grad: bool, python_guard: bool = True) -> dict[str, Any]:
+        """One forward, always the same way (see :func:`run_call`); its outputs are taken into the judge's buffers at return.
+
+        ``python_guard=False`` is honoured only where the native observer watches the call.
+        """
         assert self.model is not None
         self.kept = []
         try:
-            leaves, reply = run_call(self.model, self.inputs, self.backend, self.tracker, training, grad, self.observer)
+            leaves, reply = run_call(self.model, self.inputs, self.backend, self.tracker, training, grad, self.observer,
+                                     python_guard or self.observer is None, self.outputs)
         except ForbiddenSymbolsError as exc:
             return _forbidden(exc)
         except BuildError as exc:  # JIT backends (Triton) compile at the first launch
@@ -269,13 +381,30 @@ class CandidateSide:
         reply["state"] = self._state_changes()
         return reply
 
+    def cmd_probe(self, training: bool, grad: bool) -> dict[str, Any]:
+        """A call made exactly as :meth:`cmd_call` makes one, of a judge's module that only allocates the outputs.
+
+        The judge measures it from outside to know what the harness costs around a forward in this process.
+        """
+        _, reply = run_call(_Allocator(self.outputs), self.inputs, self.backend, KernelTracker(), training, grad, self.observer,
+                            self.observer is None, self.outputs)
+        reply["state"] = self._state_changes()
+        return reply
+
     def cmd_fetch(self) -> dict[str, Any]:
-        """Copy the kept outputs into the trusted side's buffers (only exact shape and dtype matches)."""
+        """Check that the kept outputs still hold what was taken when the call returned.
+
+        The judge verifies the values taken at return (:func:`take_outputs`); an output
+        that changed since was still being written after the call had returned.
+        """
         try:
-            for leaf, buffer in zip(self.kept, self.outputs, strict=False):
-                if buffer is not None and isinstance(leaf, torch.Tensor) and leaf.shape == buffer.shape and leaf.dtype == buffer.dtype:
-                    buffer.copy_(leaf.detach())
             self.backend.synchronize()
+            for leaf, buffer in zip(self.kept, self.outputs, strict=False):
+                taken = buffer is not None and isinstance(leaf, torch.Tensor) and leaf.shape == buffer.shape and leaf.dtype == buffer.dtype
+                if taken and not same_bytes(leaf.detach(), buffer):
+                    return {"ok": False, "error": "illegal", "rule": "work-after-return",
+                            "detail": "an output changed after ModelNew.forward had returned",
+                            "message": "Your output was still being written after ModelNew.forward returned."}
         except Exception as exc:
             return {"ok": False, "error": "runtime", "message": f"reading your output raised {error_line(exc)}"}
         return {"ok": True}
@@ -290,17 +419,33 @@ class CandidateSide:
         return GlobalState.capture().changes_since(self.state)
 
     def serve(self, receive: Any, send_bytes: Any) -> None:
-        """Answer commands ``(name, nonce, *args)`` until ``exit`` or a closed channel; replies echo the nonce."""
-        while True:
-            try:
-                name, nonce, *args = receive()
-            except (EOFError, OSError):
-                return
-            if name == "exit":
-                return
-            try:
-                reply = self.handle((name, *args))
-            except MemoryError:
-                reply = {"ok": False, "error": "runtime", "message": "The candidate ran out of memory (the sandbox's memory limit was hit)."}
-            reply["nonce"] = nonce
-            send_bytes(json.dumps(reply, default=repr).encode())
+        """Answer commands ``(name, nonce, *args)`` until ``exit`` or a closed channel; replies echo the nonce.
+
+        The backend's build hooks stay installed for the process's whole life, so a ``load_inline`` called
+        in ``__init__`` or ``forward`` goes where one called at import goes: to the trusted side, asked on
+        this channel under the nonce of the command that is running (see :mod:`kernelgym.verifier.channel`).
+        """
+        running = [""]
+
+        def request_build(request: dict[str, Any]) -> dict[str, Any]:
+            send_bytes(json.dumps({"build": request, "nonce": running[0]}).encode())
+            answer = receive()
+            if not (isinstance(answer, tuple) and len(answer) == 3 and answer[:2] == ("built", running[0])):
+                raise BuildError("the judge did not answer the build request")
+            return answer[2]
+
+        with self.backend.build_hooks(self.build_root, self.tracker, self.builds, request_build):
+            while True:
+                try:
+                    name, nonce, *args = receive()
+                except (EOFError, OSError):
+                    return
+                if name == "exit":
+                    return
+                running[0] = nonce
+                try:
+                    reply = self.handle((name, *args))
+                except MemoryError:
+                    reply = {"ok": False, "error": "runtime", "message": "The candidate ran out of memory (the sandbox's memory limit was hit)."}
+                reply["nonce"] = nonce
+                send_bytes(json.dumps(reply, default=repr).encode())

@@ -3,14 +3,26 @@
 Holds:
     CandidateChannel: what the judge needs of a candidate process.
     CandidateTimeout / CandidateCrash / CandidateProtocolError: how a request can fail.
+    BuildService: the trusted build step as the channel calls it.
+
+The protocol: the judge sends ``(name, nonce, *args)`` (pickled) and the candidate
+answers one JSON object echoing the nonce. While a command runs, the candidate may
+ask for native builds: ``{"build": request, "nonce": nonce}`` with the command's
+nonce, answered by the judge with ``("built", nonce, reply)`` (see
+:class:`~kernelgym.backends.trusted_build.StoreBuilder`); the command's reply follows.
+Any other message is a protocol error.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["CandidateChannel", "CandidateTimeout", "CandidateCrash", "CandidateProtocolError"]
+__all__ = ["BuildService", "CandidateChannel", "CandidateTimeout", "CandidateCrash", "CandidateProtocolError"]
+
+BuildService = Callable[[dict[str, Any], float], dict[str, Any]]
+"""Serves one build request of the candidate within a number of seconds; returns the reply it is sent."""
 
 
 class CandidateTimeout(Exception):
@@ -29,7 +41,7 @@ class CandidateChannel(Protocol):
     """A candidate process as the judge sees it.
 
     Attributes:
-        dir: the candidate's private directory (host buffers shared with it are files here).
+        dir: the candidate's private directory (its log and module files; the judge follows no path there).
     """
 
     dir: Path
@@ -42,8 +54,16 @@ class CandidateChannel(Protocol):
         """CPU time the candidate's main thread has run so far, read from outside."""
         ...
 
+    def thread_cpu_seconds(self) -> dict[int, float]:
+        """CPU time each thread of the candidate has run so far, by thread id, read from outside."""
+        ...
+
+    def send_descriptors(self, fds: list[int]) -> None:
+        """Send open descriptors (duplicated into the candidate), which arrive with the next command."""
+        ...
+
     def libraries(self) -> list[str]:
-        """Paths of the shared objects mapped into the candidate process, read from outside."""
+        """Paths of the files mapped executable into the candidate process (its native code), read from outside."""
         ...
 
     def process_state(self) -> dict[str, Any]:

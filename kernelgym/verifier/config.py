@@ -3,6 +3,7 @@
 Holds:
     StageTimeouts: wall-clock budget of each stage that runs candidate code.
     VerifierConfig: every knob of the judge, with documented defaults.
+    WEIGHTS: the weights contracts (``redrawn``, ``fixed``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ from dataclasses import dataclass, field
 
 from kernelgym.verifier.reward import RewardSpec
 
-__all__ = ["StageTimeouts", "VerifierConfig"]
+__all__ = ["StageTimeouts", "VerifierConfig", "WEIGHTS"]
+
+WEIGHTS = ("redrawn", "fixed")
+"""The weights contracts: ``redrawn`` (one trial redraws every floating parameter and buffer; the default)
+or ``fixed`` (KernelBench's: the weights are those set at construction, never changed)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,12 @@ class VerifierConfig:
         memory_limit_gb: address-space limit of a worker process.
         rules: the rule preset, ``native`` (no PyTorch/ATen compute; the default) or ``kernelbench``
             (PyTorch operators allowed in ``ModelNew``; every hack defense on): :mod:`kernelgym.verifier.presets`.
+        weights: the weights contract. The reference's parameters and buffers reach ``ModelNew`` by name,
+            then by registration order among tensors of equal shape and dtype. ``redrawn`` (the default)
+            also checks one trial with every floating parameter and buffer moved away from its initial
+            value, so an answer must compute from its parameters in ``forward`` (one whose tensors could
+            not all be placed is not redrawn, and is flagged ``weights-not-redrawn``); ``fixed`` is
+            KernelBench's contract: the weights set at construction never change.
     """
 
     trials: int = 3
@@ -83,11 +94,14 @@ class VerifierConfig:
     timeouts: StageTimeouts = field(default_factory=StageTimeouts)
     memory_limit_gb: float = 16.0
     rules: str = "native"
+    weights: str = "redrawn"
 
     def __post_init__(self) -> None:
         from kernelgym.verifier.presets import get_preset
 
         get_preset(self.rules)
+        if self.weights not in WEIGHTS:
+            raise ValueError(f"VerifierConfig.weights must be one of {', '.join(WEIGHTS)}, not {self.weights!r}")
         if self.trials < 3:
             raise ValueError("VerifierConfig.trials must be at least 3")
         if (self.runs is not None and self.runs < 1) or self.warmup < 0:

@@ -1,9 +1,10 @@
 """Feedback text written for an LLM to act on, and the one place a verdict becomes a scored result.
 
 Holds:
-    compose_feedback: one status line, the details, the violations and a hint.
+    compose_feedback: one status line, the details, the violations and a hint (an illegal answer's from its rule preset).
     conclude: a verdict (status, details, what was measured) as an :class:`EvalResult` with its
         score and feedback. The static stages, the judge and the executor's failure path all end here.
+    JUDGE_ERROR_FEEDBACK: the whole feedback of a ``judge_error`` (its reason goes to ``judge_reason``).
 """
 
 from __future__ import annotations
@@ -11,24 +12,34 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kernelgym.verifier.presets import get_preset
 from kernelgym.verifier.result import EvalResult, Status, Violation
 from kernelgym.verifier.reward import RewardSpec
 
-__all__ = ["compose_feedback", "conclude", "HINTS"]
+__all__ = ["compose_feedback", "conclude", "HINTS", "JUDGE_ERROR_FEEDBACK"]
 
 HINTS = {
     Status.OK: "The kernel is correct. To earn more, make it faster than the PyTorch reference.",
     Status.FORMAT_ERROR: "Answer with one Python code block that defines `class ModelNew(nn.Module)`.",
-    Status.ILLEGAL: "Compute every output in your own native kernel; PyTorch/ATen may only allocate and reshape.",
     Status.COMPILE_ERROR: "Fix the first compiler error above; later errors often follow from it.",
     Status.RUNTIME_ERROR: "Check pointer arithmetic, sizes and dtypes; the kernel crashed or raised while running.",
     Status.INCORRECT: "Compare your indexing and accumulation with the reference; test odd sizes too.",
     Status.TIMEOUT: "The stage ran too long: look for infinite loops or far too much work per call.",
 }
+"""The hint closing each status's feedback; an ``illegal`` answer's comes from its rule preset instead."""
+
+JUDGE_ERROR_FEEDBACK = (
+    "Status: judge_error\n"
+    "The judge failed before it reached a verdict on this answer; the attempt is not counted."
+)
+"""A judge error's feedback: no reason (an LLM cannot act on the judge's failure) and no hint."""
 
 
-def compose_feedback(status: Status, details: Sequence[str], violations: Sequence[Violation] = (), lead: str = "") -> str:
+def compose_feedback(status: Status, details: Sequence[str], violations: Sequence[Violation] = (), lead: str = "",
+                     rules: str = "native") -> str:
     """Assemble feedback: the status line, then ``lead`` (e.g. the compiler's first error), details, violations, hint.
+
+    The hint is the status's (:data:`HINTS`); an ``illegal`` answer's is what its rule preset ``rules`` asks.
 
     Example:
         >>> print(compose_feedback(Status.COMPILE_ERROR, ["  4 | int x = y;"], lead="main.cpp:4:9: error: 'y' undeclared"))
@@ -42,7 +53,8 @@ def compose_feedback(status: Status, details: Sequence[str], violations: Sequenc
     for v in violations:
         where = f"line {v.line}" if v.line else v.where
         lines.append(f"- [{v.rule}] {where}: {v.message}")
-    lines.append(f"Hint: {HINTS[status]}")
+    hint = get_preset(rules).illegal_hint if status is Status.ILLEGAL else HINTS[status]
+    lines.append(f"Hint: {hint}")
     return "\n".join(lines)
 
 
@@ -64,7 +76,8 @@ def conclude(
     """The verdict as a result: score (``reward``'s formula, default weights if ``None``) and feedback composed here.
 
     ``parsed`` and ``legal`` follow from the status; ``measured`` holds the other
-    :class:`EvalResult` fields (timings, errors, seconds, seeds, ...).
+    :class:`EvalResult` fields (timings, errors, seconds, seeds, ...). A ``judge_error`` scores 0, its
+    feedback is :data:`JUDGE_ERROR_FEEDBACK`, and ``lead`` and ``details`` become its ``judge_reason``.
 
     Example:
         >>> r = conclude("level1/1_ReLU", "cpp", Status.INCORRECT, details=["Output 0 differs."], compiled=True)
@@ -72,6 +85,9 @@ def conclude(
         (True, True, 0.1, 'Status: incorrect')
     """
     violations = tuple(violations)
+    if status is Status.JUDGE_ERROR:  # says nothing about the answer: no score, and the reason is for people only
+        return EvalResult(task_id=task_id, backend=backend, status=status, parsed=True, compiled=compiled,
+                          feedback=JUDGE_ERROR_FEEDBACK, judge_reason="\n".join(d for d in (lead, *details) if d), **measured)
     score = (reward or RewardSpec()).score(
         status, compiled=compiled, correct=correct, speedup=speedup_eager, timing_meaningful=timing_meaningful
     )
@@ -86,7 +102,7 @@ def conclude(
         speedup_eager=speedup_eager,
         timing_meaningful=timing_meaningful,
         violations=violations,
-        feedback=compose_feedback(status, details, violations, lead),
+        feedback=compose_feedback(status, details, violations, lead, measured.get("rules", "native")),
         score=score,
         **measured,
     )

@@ -8,13 +8,18 @@ Holds:
     illegal_verdict / mismatch_verdict: verdicts with a runtime rule.
     tolerances: the task's or the config's tolerances.
     clone_values: copies of the tensors among some values.
+    redrawable_state: the parameters and buffers a weights redraw moves.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 import random
-import subprocess
+import site
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -26,7 +31,8 @@ import torch
 
 from kernelgym.backends import Backend, BuildRecord
 from kernelgym.backends.native import beyond_floor, floor_stores, trim_compiler_log
-from kernelgym.backends.symbols import describe_findings, exported_symbols, forbidden_symbols, imported_symbols
+from kernelgym.backends.store import ExtensionStore
+from kernelgym.backends.symbols import describe_findings, forbidden_symbols
 from kernelgym.verifier.candidate_side import call_signature, load_module
 from kernelgym.verifier.channel import CandidateChannel, CandidateCrash, CandidateProtocolError, CandidateTimeout
 from kernelgym.verifier.compare import Comparison, Mismatch, compare_outputs, flatten_outputs, leaf_mismatch, same_bytes
@@ -36,7 +42,8 @@ from kernelgym.verifier.result import Status, Violation
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.trial_inputs import SharedBuffers
 
-__all__ = ["Harness", "Progress", "Verdict", "clone_values", "illegal_verdict", "mismatch_verdict", "tolerances", "perf_counter"]
+__all__ = ["Harness", "Progress", "Verdict", "clone_values", "illegal_verdict", "mismatch_verdict", "redrawable_state", "tolerances",
+           "perf_counter"]
 
 # Captured at import, before anything else runs in this process.
 perf_counter = time.perf_counter
@@ -94,7 +101,8 @@ def _require_ok(reply: dict[str, Any]) -> None:
         raise _build_verdict(message, str(reply.get("log", "")))
     if error == "illegal":
         detail = str(reply.get("detail", message))
-        builders = {"forbidden-native-symbol": runtime.forbidden_native_symbol, "host-array-library": runtime.host_array_library}
+        builders = {"forbidden-native-symbol": runtime.forbidden_native_symbol, "host-array-library": runtime.host_array_library,
+                    "work-after-return": runtime.work_after_return}
         builder = builders.get(str(reply.get("rule")))
         violation = builder(detail) if builder else runtime.forged_message(f"a reply naming the unknown rule {reply.get('rule')!r}")
         raise illegal_verdict(message, violation)
@@ -120,7 +128,6 @@ class Harness:
         self.reference: ModuleType | None = None
         self.kernel_calls = 0
         self.baseline: dict[str, Any] = {}
-        self.buffers = SharedBuffers(candidate.dir)
         self.bound: tuple | None = None
         self.local_inputs: list[Any] = []
         self.local_outputs: list[Any] = []
@@ -129,6 +136,13 @@ class Harness:
         self.stage_name, self.stage_budget, self.deadline = "build", 0.0, 0.0
         self.preset = get_preset(job.config.rules)
         self.checked_libraries: set[Path] = set()
+        self.init_inputs: list[Any] = []
+        self.unplaced_weights: list[str] = []
+        self.unfilled_tensors: list[str] = []
+        self.cpus = 1
+        self.last_reading: dict[int, float] | None = None
+        self.idle_cpu_ms: list[float] = []
+        self.pending_ms: list[float] = []
 
     # --- the stage clock ----------------------------------------------------------------------
 
@@ -174,7 +188,7 @@ class Harness:
                     raise AttributeError(f"the task program does not define {name}")
         except Exception as exc:  # the task itself is broken: not the candidate's fault
             raise Verdict(Status.RUNTIME_ERROR, [f"Task error in {task.id}: {type(exc).__name__}: {exc}"]) from None
-        reply = self.ask("load", self.job.code, sorted(self.preset.admitted_concerns))
+        reply = self.ask("load", self.job.code)
         self.builds = [BuildRecord(str(k), float(s), bool(h)) for k, s, h in reply.get("builds", [])]
         _require_ok(reply)
         if "Model" in reply.get("mro", []):
@@ -182,6 +196,7 @@ class Harness:
         self.observe_state(reply, "while loading")
         self.check_libraries()
         self.baseline = self.candidate.process_state()
+        self.cpus = max(1, len(self.baseline.get("affinity") or [None]))
 
     def observe_state(self, reply: dict[str, Any], when: str) -> None:
         changes = reply.get("state") or []
@@ -189,22 +204,26 @@ class Harness:
             raise illegal_verdict(f"The candidate changed global state {when}.", runtime.global_state_changed([str(c) for c in changes]))
 
     def check_libraries(self) -> None:
-        """Check, here, every built extension mapped into the candidate's process against the symbol allow-list.
+        """Only verified code runs: check, here, every file mapped executable into the candidate's process.
 
-        The candidate process refuses such builds itself before importing them, but that process is the
-        candidate's; this check reads ``/proc/<pid>/maps`` and runs ``nm`` from the judge's side.
+        A store entry must hash to the judge's record of it (then its recorded symbols are checked
+        against the allow-list); anything else must be part of the installed runtime (Python, torch,
+        system libraries, the judge's observer) and lie outside every place a candidate can write.
+        Reads ``/proc/<pid>/maps`` from the judge's side; the candidate's process is never asked.
         """
-        builds = self.build_root.resolve()
+        store = ExtensionStore(self.build_root)
         for path in self.candidate.libraries():
             library = Path(path)
-            if library in self.checked_libraries or builds not in library.parents or "aten_observer" in library.parts:
+            if library in self.checked_libraries:
                 continue
+            record = store.verified(library)
+            if record is None and not _installed(path, self.build_root, self.candidate.dir, self.job.backend):
+                raise illegal_verdict("Your program loaded native code the judge did not build.", runtime.unverified_library(path))
             self.checked_libraries.add(library)
-            try:
-                imported, exported = imported_symbols(library), exported_symbols(library)
-            except (OSError, subprocess.SubprocessError):
-                continue  # no nm here: the candidate side's own check stands
-            findings = [f for f in forbidden_symbols(imported, self.job.backend, exported) if f.concern not in self.preset.admitted_concerns]
+            if record is None:
+                continue
+            findings = [f for f in forbidden_symbols(list(record.imported), self.job.backend, list(record.exported))
+                        if f.concern not in self.preset.admitted_concerns]
             # The judge's floor lives beside the cache, outside it: candidates cannot write it.
             findings = beyond_floor(findings, self.job.backend, floor_stores(self.build_root.parent)[0])
             if findings:
@@ -223,25 +242,65 @@ class Harness:
     # --- models and calls ---------------------------------------------------------------------------
 
     def models(self, variant: dict[str, Any]) -> torch.nn.Module:
-        """Build the reference here and ``ModelNew`` there, with the same init inputs and the reference's state."""
+        """Build the reference here and ``ModelNew`` there, with the same init inputs and the reference's state.
+
+        The state reaches ``ModelNew`` by name, then by registration order among tensors of equal shape
+        and dtype (:func:`~kernelgym.verifier.candidate_side.transfer_state`). ``unplaced_weights`` keeps
+        the floating ones its process reports it could not place; ``unfilled_tensors`` the tensors of
+        ``ModelNew`` it reports received none (only a rule's name rests on those). The report is the
+        candidate's: one that hides an unplaced tensor gets the answer checked with weights it never
+        received, and one that calls a placed tensor unplaced gets no more than an answer truly holding
+        no such tensor (the redraw skipped, the result flagged).
+        """
         assert self.reference is not None
         for key, value in variant.items():
             setattr(self.reference, key, value)
         seed = self.job.seeds[0]  # never an input seed: __init__ cannot pre-draw the trial inputs
         torch.manual_seed(seed)
-        init_inputs = list(self.reference.get_init_inputs())
-        torch.manual_seed(seed)
-        reference = self.reference.Model(*init_inputs).to(self.device)
-        reply = self.ask("construct", seed, init_inputs, _host_state(reference))
+        self.init_inputs = list(self.reference.get_init_inputs())
+        reference = self.initial_reference()
+        reply = self.ask("construct", seed, self.init_inputs, _host_state(reference))
         _require_ok(reply)
         self.observe_state(reply, "while building ModelNew")
+        reported = reply.get("unplaced")
+        names = {str(name) for name in reported} if isinstance(reported, list) else set()
+        self.unplaced_weights = [name for name in redrawable_state(reference) if name in names]
+        unfilled = reply.get("unfilled")
+        self.unfilled_tensors = [str(name) for name in unfilled] if isinstance(unfilled, list) else []
         return reference
 
+    def send_state(self, reference: torch.nn.Module) -> None:
+        """Load ``reference``'s parameters and buffers into ``ModelNew`` (by name, then by registration order)."""
+        reply = self.ask("state", _host_state(reference))
+        _require_ok(reply)
+
+    def initial_reference(self, seed: int | None = None) -> torch.nn.Module:
+        """The reference as :meth:`models` last built it, at its initial weights (drawn from ``seed`` if given)."""
+        assert self.reference is not None
+        torch.manual_seed(self.job.seeds[0] if seed is None else seed)
+        return self.reference.Model(*self.init_inputs).to(self.device)
+
     def redraw_weights(self, reference: torch.nn.Module) -> bool:
-        """Move every floating parameter and buffer away from its initial value, here and there."""
-        state = reference.state_dict()
-        floating = {k: v for k, v in state.items() if v.is_floating_point() and v.numel()}
+        """Move every floating parameter and buffer away from its initial value, here and there.
+
+        Returns whether they moved. They stay under the ``fixed`` weights contract, in a task that has
+        none, and when ``ModelNew`` could not receive some of them: that answer is flagged
+        ``weights-not-redrawn``, with a note saying which, instead of being judged on weights it never got.
+        """
+        if self.config.weights == "fixed":
+            return False
+        floating = redrawable_state(reference)
         if not floating:
+            return False
+        if self.unplaced_weights:
+            listed = ", ".join(f"`{name}` {tuple(floating[name].shape)}" for name in self.unplaced_weights[:6])
+            more = f" and {len(self.unplaced_weights) - 6} more" if len(self.unplaced_weights) > 6 else ""
+            self.progress.flags.append("weights-not-redrawn")
+            self.progress.notes.append(
+                f"Weights not redrawn: ModelNew has no tensor for the reference's {listed}{more} (none of the same name and "
+                "shape, none of the same shape and dtype in registration order), so the trial with changed weights was "
+                "skipped. Register your parameters and buffers with the reference's shapes, in its order, under any names."
+            )
             return False
         with torch.no_grad():
             for name, value in floating.items():
@@ -249,8 +308,7 @@ class Harness:
                 value.add_(noise)
                 if name.endswith("running_var"):
                     value.abs_().add_(1e-3)
-        reply = self.ask("state", _host_state(reference))
-        _require_ok(reply)
+        self.send_state(reference)
         return True
 
     def reference_call(self, reference: torch.nn.Module, inputs: list[Any], training: bool, grad: bool) -> Any:
@@ -264,36 +322,37 @@ class Harness:
         return expected
 
     def bind(self, inputs: list[Any], expected: Any) -> None:
-        """Share input and output buffers shaped like these (again only when the shapes change)."""
+        """Share input and output buffers shaped like these (again only when the shapes change).
+
+        The host buffers are one sealed memfd, sent by descriptor just before the ``bind`` command.
+        """
         signature = (call_signature(inputs), call_signature(flatten_outputs(expected)))
         if self.bound == signature:
             return
-        self.local_inputs, remote_inputs = self.buffers.share_all(inputs)
-        outputs, remote_outputs = [], []
-        for leaf in flatten_outputs(expected):
-            if isinstance(leaf, torch.Tensor):
-                mine, theirs = self.buffers.share(leaf)
-                outputs.append(mine)
-                remote_outputs.append(theirs)
-            else:
-                outputs.append(None)
-                remote_outputs.append(None)
-        self.local_outputs = outputs
-        reply = self.ask("bind", remote_inputs, remote_outputs)
+        leaves = [leaf if isinstance(leaf, torch.Tensor) else None for leaf in flatten_outputs(expected)]
+        shared = SharedBuffers.share([*inputs, *leaves])
+        if shared.descriptor is not None:
+            try:
+                self.candidate.send_descriptors([shared.descriptor])
+            finally:
+                os.close(shared.descriptor)  # the judge keeps its mapping only
+        self.local_inputs, self.local_outputs = shared.local[:len(inputs)], shared.local[len(inputs):]
+        reply = self.ask("bind", shared.remote[:len(inputs)], shared.remote[len(inputs):])
         _require_ok(reply)
         self.bound = signature
 
-    def call(self, inputs: list[Any], training: bool, grad: bool) -> tuple[dict[str, Any], float]:
-        """One candidate call on ``inputs`` (copied into the shared buffers); returns its reply and the judge's own seconds.
+    def call(self, inputs: list[Any], training: bool, grad: bool, python_guard: bool = True) -> tuple[dict[str, Any], float]:
+        """One candidate call on ``inputs`` (copied into the shared buffers); returns its reply and the judge's own ms.
 
-        The judge's own measurement is the wall time of the request on a device, and
-        the candidate's CPU time on a host (where waiting for a shared core is no work).
+        The judge's own measure (:meth:`measured`) is the wall time of the request on a device and, on a
+        host, the CPU time its threads ran over it (see :meth:`measured`). ``python_guard=False`` leaves the
+        call to the native observer alone (for calls whose time is credited).
         """
         for dst, src in zip(self.local_inputs, inputs, strict=True):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
         self.backend.synchronize()
-        reply, own = self.measured("call", training, grad)
+        reply, own = self.measured("call", training, grad, python_guard)
         _require_ok(reply)
         ops = [str(op) for op in reply.get("ops", [])]
         if ops and "aten-fallback" not in self.preset.waived:
@@ -304,17 +363,33 @@ class Harness:
             raise illegal_verdict("No custom kernel ran during ModelNew.forward.", runtime.decoy_kernel())
         self.kernel_calls = calls
         self.observe_state(reply, "during ModelNew.forward")
+        self.pending_ms.append(float(reply.get("pending_ms", 0.0)))
         for shared, original in zip(self.local_inputs, inputs, strict=True):
             if isinstance(shared, torch.Tensor) and not same_bytes(shared, original):
                 raise Verdict(Status.INCORRECT, ["The candidate modified its inputs."], (runtime.input_mutation(),))
         return reply, own
 
     def measured(self, *command: Any) -> tuple[dict[str, Any], float]:
-        """A request and the judge's own measure of its cost (see :meth:`call`)."""
-        host = self.device.type == "cpu"
-        start = self.candidate.cpu_seconds() if host else perf_counter()
+        """A request and the judge's own measure of its cost, in ms, taken from outside the candidate.
+
+        On a device: the wall time of the request. On a host, where waiting for a shared core is no
+        work: the CPU time the candidate's threads ran over the request, as a lower bound on its wall
+        time, the larger of the busiest thread's time and all threads' time over the CPUs it was given.
+        CPU time its threads ran between the previous request's reply and this one is added to
+        :attr:`idle_cpu_ms` (work that outlived a call runs there).
+        """
+        before = self.candidate.thread_cpu_seconds()
+        if self.last_reading is not None:
+            self.idle_cpu_ms.append(_cpu_delta(self.last_reading, before)[0] * 1e3)
+        start = perf_counter()
         reply = self.ask(*command)
-        return reply, (self.candidate.cpu_seconds() if host else perf_counter()) - start
+        wall = perf_counter() - start
+        after = self.candidate.thread_cpu_seconds()
+        self.last_reading = after
+        if self.device.type != "cpu":
+            return reply, wall * 1e3
+        total, busiest = _cpu_delta(before, after)
+        return reply, max(busiest, total / self.cpus) * 1e3
 
     def outputs(self, reply: dict[str, Any], expected: Any) -> tuple[Mismatch | None, list[Any]]:
         """Read the kept outputs back (after checking what the candidate says they are)."""
@@ -334,14 +409,63 @@ class Harness:
         return result
 
 
+def _cpu_delta(before: dict[int, float], after: dict[int, float]) -> tuple[float, float]:
+    """CPU seconds run between two readings by all threads together and by the busiest one (new threads from zero)."""
+    deltas = [max(seconds - before.get(tid, 0.0), 0.0) for tid, seconds in after.items()]
+    return sum(deltas), max(deltas, default=0.0)
+
+
+@functools.lru_cache(maxsize=1)
+def _runtime_roots() -> tuple[str, ...]:
+    """Where the installed runtime lives: Python and its packages (torch among them), system libraries, CUDA."""
+    from torch.utils import cpp_extension
+
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(), "/usr", "/lib", "/lib32", "/lib64", "/opt"}
+    if cpp_extension.CUDA_HOME:
+        roots.add(cpp_extension.CUDA_HOME)
+    return tuple(sorted({os.path.realpath(root) for root in roots}))
+
+
+def _within(path: str, root: str | Path) -> bool:
+    return os.path.commonpath([path, os.path.realpath(root)]) == os.path.realpath(root)
+
+
+def _installed(mapped: str, build_root: Path, candidate_dir: Path, backend: str) -> bool:
+    """Whether ``mapped`` (a path from ``/proc/<pid>/maps``) is part of the installed runtime or the judge's own code.
+
+    A deleted or replaced file (``(deleted)``), a memfd, and anything under the candidate's directory,
+    the cache or a temporary directory is not, except the judge's observer (built before any candidate)
+    and, for Triton on a GPU, the launchers Triton compiles into the candidate's own cache.
+    """
+    if mapped.endswith(" (deleted)") or not os.path.isfile(mapped):
+        return False
+    path = os.path.realpath(mapped)
+    if _within(path, build_root / "aten_observer"):
+        return True
+    if backend == "triton" and _within(path, candidate_dir / ".triton" / "cache") and Path(path).name == "__triton_launcher.so":
+        return True
+    if any(_within(path, place) for place in (candidate_dir, build_root.parent, tempfile.gettempdir(), "/tmp", "/dev/shm", "/var/tmp")):
+        return False
+    return any(_within(path, root) for root in _runtime_roots())
+
+
 def _host_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
 
+def redrawable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The floating, non-empty parameters and buffers of ``model`` (those a redraw moves), by ``state_dict`` name."""
+    return {k: v for k, v in model.state_dict().items() if v.is_floating_point() and v.numel()}
+
+
 def mismatch_verdict(mismatch: Mismatch, context: str, rule: str) -> Verdict:
+    """An ``incorrect`` (or, for an illegal output, ``illegal``) verdict: one violation saying where and what differs.
+
+    The sentence is the violation's only, so the feedback states it once, beside its rule id.
+    """
     status = Status.ILLEGAL if mismatch.illegal else Status.INCORRECT
     rule_id = mismatch.rule if mismatch.illegal or mismatch.rule != "wrong-output" else rule
-    return Verdict(status, [f"{context}: {mismatch.message}"], (runtime.output_violation(rule_id, mismatch.message),))
+    return Verdict(status, [], (runtime.output_violation(rule_id, f"{context}: {mismatch.message}"),))
 
 
 def tolerances(job: JudgeJob) -> tuple[float, float]:

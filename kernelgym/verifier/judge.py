@@ -24,11 +24,12 @@ import torch
 
 from kernelgym.backends import Backend, get_backend
 from kernelgym.verifier.channel import CandidateChannel
-from kernelgym.verifier.compare import checksum
+from kernelgym.verifier.compare import checksum, compare_outputs, flatten_outputs
 from kernelgym.verifier.feedback import conclude
-from kernelgym.verifier.harness import Harness, Progress, Verdict, mismatch_verdict
+from kernelgym.verifier.harness import Harness, Progress, Verdict, mismatch_verdict, redrawable_state, tolerances
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status, Violation
+from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.timing_stage import time_stage
 from kernelgym.verifier.trial_inputs import draw_inputs
 
@@ -53,7 +54,7 @@ def _variants(h: Harness) -> list[tuple[dict[str, Any], bool]]:
 
 def _mismatch_rule(h: Harness, reference: torch.nn.Module, inputs: list[Any], got: list[Any], seen: set[tuple],
                    trial: int, variant: int, redrawn: bool) -> str:
-    """Name the cause of a mismatch: a replayed output, a mode-dependent answer, assumed weights, a shape, or a wrong one."""
+    """Name the cause of a mismatch: a replayed output, a mode-dependent answer, cached or assumed weights, a shape, or a wrong one."""
     if checksum(got) in seen:
         return "stale-output"
     training, grad = _MODES[trial % len(_MODES)]
@@ -64,10 +65,36 @@ def _mismatch_rule(h: Harness, reference: torch.nn.Module, inputs: list[Any], go
         if mismatch is None and h.compare(expected, again).mismatch is None:
             return "mode-mismatch"
     if redrawn:
-        return "initial-weights-assumed"
+        return _weights_rule(h, inputs)
     if variant:
         return "shape-variant-mismatch"
     return "wrong-output" if trial == 0 else "stale-output"
+
+
+def _weights_rule(h: Harness, inputs: list[Any]) -> str:
+    """Why an answer is wrong once the weights were redrawn: ``weights-cached`` or ``initial-weights-assumed``.
+
+    The initial weights go back into ``ModelNew``. ``weights-cached``: it is right again on these inputs,
+    and it holds tensors that received no weight (a copy in an attribute or an extra buffer) or the
+    reference draws its weights at random (another seed builds other ones), so a copy made before the
+    redraw is what it followed. An answer right only at constants a reference starts with (LayerNorm's
+    ones and zeros), holding no copy, or wrong at the initial weights too, is ``initial-weights-assumed``.
+    """
+    initial = h.initial_reference()
+    h.send_state(initial)
+    expected = h.reference_call(initial, inputs, False, False)
+    reply, _ = h.call(inputs, False, False)
+    mismatch, got = h.outputs(reply, expected)
+    if mismatch is None:
+        atol, rtol = tolerances(h.job)
+        mismatch = compare_outputs(flatten_outputs(expected), got, [], atol, rtol, h.config.low_precision_tol).mismatch
+    if mismatch is not None:
+        return "initial-weights-assumed"
+    if h.unfilled_tensors:
+        return "weights-cached"
+    other = redrawable_state(h.initial_reference(h.job.seeds[0] + 1))
+    drawn = any(not torch.equal(value, other[name]) for name, value in redrawable_state(initial).items())
+    return "weights-cached" if drawn else "initial-weights-assumed"
 
 
 def _check(h: Harness) -> None:
@@ -116,6 +143,8 @@ def _check(h: Harness) -> None:
                 if redrawn_trial:
                     where += ", weights redrawn away from their initial values"
                 rule = "wrong-output" if not got else _mismatch_rule(h, reference, inputs, got, seen, trial, index, redrawn_trial)
+                if rule == "weights-cached" and not mismatch.illegal:
+                    raise Verdict(Status.INCORRECT, [f"{where}: {mismatch.message}"], (runtime.weights_cached(),))
                 raise mismatch_verdict(mismatch, where, rule)
             seen.add(checksum(got))
             # One trial's tensors at a time: a 6.4 GB-input task held two trials' inputs and outputs at once.
@@ -154,7 +183,7 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
         status, details = Status.RUNTIME_ERROR, ["The judge ran out of device memory for this task's reference and buffers.",
                                                  *str(exc).strip().splitlines()[:1]]
     except Exception as exc:  # a failure of the harness itself is reported, never crashes the worker
-        status, details = Status.RUNTIME_ERROR, [f"Internal judge error (please report): {''.join(traceback.format_exception(exc))[-2000:]}"]
+        status, details = Status.JUDGE_ERROR, [f"Internal judge error (please report): {''.join(traceback.format_exception(exc))[-2000:]}"]
     return _result(job, backend, progress, h, status, details, violations, lead)
 
 
@@ -213,4 +242,5 @@ def _result(job: JudgeJob, backend: Backend, progress: Progress, h: Harness, sta
         seeds=job.seeds[: config.trials + 1],
         device=backend.device_name(),
         rules=config.rules,
+        weights=config.weights,
     )

@@ -1,7 +1,7 @@
 """Rule presets: which rules a judgement enforces.
 
 Holds:
-    RulePreset: a named preset: the rules it waives and the native-symbol concerns it admits.
+    RulePreset: a named preset: the rules it waives, the native-symbol concerns it admits, the hint for an illegal answer.
     PRESETS: ``native`` (the default) and ``kernelbench``.
     get_preset: a preset by name, with a clear error for an unknown one.
 
@@ -31,18 +31,21 @@ class RulePreset:
         admitted_concerns: native-symbol concerns a built extension may link against
             (see :mod:`kernelgym.backends.symbols`).
         summary: one sentence, for docs and ``--help``.
+        illegal_hint: the hint under an ``illegal`` verdict (what this preset asks of an answer).
     """
 
     name: str
     waived: frozenset[str]
     admitted_concerns: frozenset[str]
     summary: str
+    illegal_hint: str
 
 
 PRESETS = {
     "native": RulePreset(
         "native", frozenset(), frozenset(),
         "native kernels only: no PyTorch/ATen compute in ModelNew or its extensions (MooreEval's rule; the default)",
+        "Compute every output in your own native kernel; PyTorch/ATen may only allocate and reshape.",
     ),
     "kernelbench": RulePreset(
         "kernelbench",
@@ -54,6 +57,8 @@ PRESETS = {
         }),
         frozenset({"ATen compute", "vendor library"}),
         "PyTorch operators allowed in ModelNew, as KernelBench allows them; every hack defense stays on",
+        "PyTorch operators are allowed here, but not what the rule above names: compute each call's outputs from "
+        "its own inputs, on the default stream, without threads, patches or timing tricks.",
     ),
 }
 

@@ -5,21 +5,25 @@ Holds:
     Violation: one broken rule, with its id, line and a sentence.
     StageSeconds: wall time spent in each stage.
     EvalResult: the frozen, JSON-serialisable record of one evaluation.
+    JUDGE_ERROR_FLAG: the flag older records carry for a judge error (they had status ``runtime_error``).
+    is_judge_error: whether a result or its record is a judge error (the one test, for every reader).
+    JudgeError: raised where a judge error must not pass as the answer's verdict (the env, after retries).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
 
-__all__ = ["Status", "Violation", "StageSeconds", "EvalResult", "STAGES", "JUDGE_ERROR_FLAG"]
+__all__ = ["Status", "Violation", "StageSeconds", "EvalResult", "STAGES", "JUDGE_ERROR_FLAG", "JudgeError", "is_judge_error"]
 
 STAGES = ("extract", "inspect", "build", "check", "time")
 JUDGE_ERROR_FLAG = "judge-error"
-"""The flag of a result whose failure was the judge's, not the answer's (its worker could not start or died)."""
+"""The flag that records written before status ``judge_error`` existed carry for a judge error."""
 
 
 class Status(str, Enum):
@@ -32,6 +36,8 @@ class Status(str, Enum):
     ``runtime_error``: loading or running the candidate raised or crashed.
     ``incorrect``: ran, but outputs (or inputs, by mutation) differ from the reference.
     ``timeout``: a stage ran past its wall-clock budget.
+    ``judge_error``: the judge itself failed (a worker that could not start or died, an internal
+    error); it says nothing about the answer, scores 0 and is never paid out as a reward.
     """
 
     OK = "ok"
@@ -41,6 +47,7 @@ class Status(str, Enum):
     RUNTIME_ERROR = "runtime_error"
     INCORRECT = "incorrect"
     TIMEOUT = "timeout"
+    JUDGE_ERROR = "judge_error"
 
     def __str__(self) -> str:
         return self.value
@@ -117,6 +124,9 @@ class EvalResult:
         seeds: the seeds used for the correctness trials (reproducibility).
         device: the device the candidate ran on, in words.
         rules: the rule preset it was judged by (``native`` or ``kernelbench``).
+        weights: the weights contract it was judged by (``redrawn`` or ``fixed``; see
+            :class:`~kernelgym.verifier.config.VerifierConfig`).
+        judge_reason: for ``judge_error``, why the judge failed (for people and logs; kept out of ``feedback``).
     """
 
     task_id: str
@@ -146,6 +156,8 @@ class EvalResult:
     seeds: tuple[int, ...] = ()
     device: str = ""
     rules: str = "native"
+    weights: str = "redrawn"
+    judge_reason: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
@@ -156,6 +168,11 @@ class EvalResult:
     def ok(self) -> bool:
         """Legal, compiled and correct."""
         return self.status is Status.OK
+
+    @property
+    def judge_error(self) -> bool:
+        """The judge failed; the result says nothing about the answer."""
+        return self.status is Status.JUDGE_ERROR
 
     @property
     def speedup(self) -> float | None:
@@ -187,3 +204,34 @@ class EvalResult:
         kwargs["flags"] = tuple(data.get("flags", ()))
         kwargs["seeds"] = tuple(data.get("seeds", ()))
         return cls(**kwargs)
+
+
+def is_judge_error(record: EvalResult | Mapping[str, Any]) -> bool:
+    """Whether ``record`` (a result, or its dict as a run file holds it) is a judge error.
+
+    Records written before status ``judge_error`` existed say so with the ``judge-error`` flag.
+
+    Example:
+        >>> is_judge_error({"status": "judge_error"}), is_judge_error({"status": "runtime_error", "flags": ["judge-error"]})
+        (True, True)
+        >>> is_judge_error({"status": "runtime_error"})
+        False
+    """
+    if isinstance(record, EvalResult):
+        return record.judge_error or JUDGE_ERROR_FLAG in record.flags
+    return record.get("status") == Status.JUDGE_ERROR.value or JUDGE_ERROR_FLAG in (record.get("flags") or ())
+
+
+class JudgeError(RuntimeError):
+    """The judge failed on an answer, again after retries; raised so that no reward is paid for it.
+
+    Attributes:
+        result: the last judge-error result (``result.judge_reason`` says why the judge failed).
+    """
+
+    def __init__(self, result: EvalResult, attempts: int = 1) -> None:
+        self.result = result
+        super().__init__(
+            f"the judge failed on an answer to {result.task_id} ({attempts} attempt(s)): {result.judge_reason or 'no reason given'}; "
+            "the answer was not judged and no reward was paid for it"
+        )

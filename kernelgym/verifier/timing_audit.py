@@ -1,34 +1,30 @@
-"""Checking the per-call times a candidate reports against the judge's own clock (trusted side).
+"""Checking the per-call times a candidate reports against the judge's own measure (trusted side).
 
 Holds:
     TimingAudit: what the judge credits, and whether it believed the candidate.
-    audit_claims: compare reported per-call times with the wall time the judge measured around each call.
+    audit_claims: compare reported per-call times with the judge's own measure of the same calls.
 
 The candidate times each of its calls with device events (or the host clock)
-in its own process, which it controls. The judge times the same calls from
-outside, as the wall time from sending a call to its synchronized reply. That
-wall time minus the channel's round trip and the harness's per-call overhead
-(both measured by the judge) bounds the true call time from above, so a
-candidate that reports less than it could have taken is not believed: the
-judge's own figure is credited instead.
+in its own process, which it controls. The judge measures the same calls from
+outside: the wall time from sending a call to its reply on a device, the CPU
+time of the candidate's threads over it on a host, less the channel's round
+trip and the harness's own per-call work (measured by the judge as probe
+calls: the same request around a judge's module that only allocates the
+outputs, made at random between the candidate's calls). That bounds the
+call's true time from below, so a claim clearly under it is not
+believed and the judge's figure is credited instead. "Clearly" is the noise of
+the judge's measure at this call size, measured in the same stage (the spread
+of its figures for the calls and for the probes), not a fixed allowance.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kernelgym.backends.base import median_and_iqr
 
-__all__ = ["TimingAudit", "audit_claims", "BELIEF_RATIO", "ALLOWANCE_MS"]
-
-BELIEF_RATIO = 2.0 / 3.0
-"""A reported median below this fraction of the judge's median (minus the allowance) is not believed:
-a lie that goes unnoticed gains at most 1.5x."""
-
-ALLOWANCE_MS = 0.1
-"""Slack per call (beyond the measured harness overhead) that the judge does not hold against a candidate."""
+__all__ = ["TimingAudit", "audit_claims"]
 
 
 @dataclass(frozen=True)
@@ -38,44 +34,45 @@ class TimingAudit:
     Attributes:
         credited_ms: the per-call time the speedup uses.
         spread_ms: its interquartile range.
-        wall_ms: the judge's own per-call estimate (wall minus round trip and overhead).
-        rejected: the candidate's reported times disagreed with the judge's clock.
-        sentence: why, for the feedback (empty when believed).
+        wall_ms: the judge's own per-call estimate (its measure minus round trip and overhead).
+        noise_ms: how far below ``wall_ms`` a claim may lie and still be believed (measured).
+        rejected: the candidate's reported times lay below the judge's measure by more than its noise.
+        sentence: the measurement, for the feedback (empty when believed).
     """
 
     credited_ms: float
     spread_ms: float
     wall_ms: float
+    noise_ms: float
     rejected: bool
     sentence: str = ""
 
 
-def audit_claims(reported_ms: Sequence[float], walls_ms: Sequence[float], roundtrip_ms: float, overhead_ms: float) -> TimingAudit:
-    """Credit the reported median unless the judge's clock says the calls took clearly longer.
+def audit_claims(reported_ms: Sequence[float], own_ms: Sequence[float], probe_ms: Sequence[float]) -> TimingAudit:
+    """Credit the reported median unless the judge's own measure says the calls took longer, beyond its noise.
 
     Args:
         reported_ms: per-call times the candidate reported.
-        walls_ms: wall time of each of those calls, measured by the judge around the request.
-        roundtrip_ms: the channel's round trip (an empty request), measured by the judge.
-        overhead_ms: per-call harness overhead outside the timed region (poisoning, flushing,
-            synchronizing), measured by the judge on the reference's identical loop.
+        own_ms: the judge's own measure of each of those calls, taken from outside (wall or CPU time of the request).
+        probe_ms: the same measure of probe requests: calls made the same way in the candidate's process of a
+            judge's module that only allocates the outputs (the channel and the harness around a forward).
 
     Example:
-        >>> audit_claims([1.0, 1.0, 1.0], [1.3, 1.3, 1.3], 0.2, 0.05).rejected
+        >>> audit_claims([1.0, 1.0, 1.0], [1.3, 1.32, 1.28], [0.25, 0.26, 0.24]).rejected
         False
-        >>> audit_claims([0.01, 0.01, 0.01], [5.3, 5.3, 5.3], 0.2, 0.05).credited_ms
+        >>> audit_claims([0.01, 0.01, 0.01], [5.3, 5.3, 5.3], [0.25, 0.25, 0.25]).credited_ms
         5.05
     """
-    own = [max(w - roundtrip_ms - overhead_ms, 0.0) for w in walls_ms]
+    probe, probe_spread = median_and_iqr(list(probe_ms))
+    own = [max(w - probe, 0.0) for w in own_ms]
     wall_ms, wall_spread = median_and_iqr(own)
     claimed, claimed_spread = median_and_iqr(list(reported_ms))
-    valid = all(x == x and x >= 0.0 for x in reported_ms)  # NaN or negative claims are never believed
-    # The harness's overhead and the round trip are measured on the judge's side, warm; the candidate's
-    # call runs after the judge's checks have cooled its caches, and may cost as much again.
-    if valid and claimed >= BELIEF_RATIO * wall_ms - ALLOWANCE_MS - overhead_ms - roundtrip_ms:
-        return TimingAudit(claimed, claimed_spread, wall_ms, False)
+    noise = wall_spread + probe_spread
+    valid = bool(reported_ms) and all(x == x and x >= 0.0 for x in reported_ms)  # NaN or negative claims are never believed
+    if valid and claimed >= wall_ms - noise:
+        return TimingAudit(claimed, claimed_spread, wall_ms, noise, False)
     sentence = (
-        f"Your process reported {statistics.median(reported_ms) if reported_ms else 0.0:.4f} ms per call, but the judge measured "
-        f"{wall_ms:.4f} ms per call from outside; the judge's measurement is credited."
+        f"Timing: your process's own timer read {claimed:.4f} ms per call; measured from outside, the calls took "
+        f"{wall_ms:.4f} ms (noise of that measure {noise:.4f} ms), so the outside measure is credited."
     )
-    return TimingAudit(wall_ms, wall_spread, wall_ms, True, sentence)
+    return TimingAudit(wall_ms, wall_spread, wall_ms, noise, True, sentence)

@@ -12,50 +12,52 @@ import hashlib
 import json
 import random
 import statistics
-import time
 from typing import Any
 
 import torch
 
 from kernelgym.backends import KernelTracker
 from kernelgym.backends.base import median_and_iqr
+from kernelgym.backends.store import judge_dir
 from kernelgym.verifier.candidate_side import run_call
 from kernelgym.verifier.compare import checksum
-from kernelgym.verifier.harness import Harness, illegal_verdict, mismatch_verdict, perf_counter
+from kernelgym.verifier.harness import Harness, illegal_verdict, mismatch_verdict
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.timing_audit import audit_claims
 from kernelgym.verifier.trial_inputs import Refresher, draw_inputs, tensor_bytes
 
-__all__ = ["time_stage"]
+__all__ = ["time_stage", "PENDING_FLOOR_MS", "IDLE_SPIN_MS"]
 
 # Every timed call's output is compared when the reference costs less than this in all; otherwise a sample.
 _VERIFY_ALL_SECONDS = 3.0
 _VERIFY_ALL_BYTES = 64 * 1024**2
 _SAMPLED_CALLS = 8
+_PROBES = 5
 
-def _time_reference(h: Harness, reference: torch.nn.Module, inputs: list[Any], refresher: Refresher, calls: int, warmup: int) -> tuple[list[float], list[float]]:
-    """The reference timed here through the candidate's own call path (:func:`run_call`).
+PENDING_FLOOR_MS = 0.05
+"""Device time after a call's end event that is the synchronization's own cost, not left-over work."""
 
-    Returns the timer's milliseconds per call and the judge's own measure of each
-    whole call (CPU time of this thread on a host, wall time on a device), whose
-    difference is the harness's overhead.
-    """
-    host = h.device.type == "cpu"
-    clock = time.thread_time if host else perf_counter
+IDLE_SPIN_MS = 2.0
+"""CPU an idle thread pool may spin per CPU between two calls before it sleeps (libgomp spins up to ~0.3 ms)."""
+
+def _time_reference(h: Harness, reference: torch.nn.Module, inputs: list[Any], refresher: Refresher, calls: int, warmup: int) -> list[float]:
+    """A reference (``torch.compile`` of it, for the baseline) timed here through :func:`run_call`, unwatched; ms per call."""
     tracker = KernelTracker()
-    times, costs = [], []
+    times = []
     with torch.no_grad():
         for i in range(warmup + calls):
             refresher.refresh(inputs)
             h.backend.synchronize()
-            start = clock()
-            _, reply = run_call(reference, inputs, h.backend, tracker, False, False)
-            json.dumps(reply)
-            cost = clock() - start
+            _, reply = run_call(reference, inputs, h.backend, tracker, False, False, python_guard=False)
             if i >= warmup:
-                costs.append(cost * 1e3)
                 times.append(float(reply["ms"]))
-    return times, costs
+    return times
+
+
+def _watched_calls(rng: random.Random, warmup: int, runs: int) -> set[int]:
+    """The calls the Python dispatch guard watches (their time is not credited): the warm-up and a random quarter of the rest."""
+    timed = list(range(warmup, warmup + runs))
+    return set(range(warmup)) | set(rng.sample(timed, max(1, runs // 4)))
 
 
 def time_stage(h: Harness) -> None:
@@ -73,35 +75,47 @@ def time_stage(h: Harness) -> None:
     h.set_budget(config.timeouts.scaled(config.timeouts.time, per_call, 6 * (runs + warmup)))
     inputs = draw_inputs(h.reference, job.seeds[config.trials + 1], h.device)
     refresher = Refresher(h.reference, inputs, h.device, rng)
-    ref_times, ref_walls = _time_reference(h, reference, inputs, refresher, runs, warmup)
-    overhead_ms = max(statistics.median(w - t for w, t in zip(ref_walls, ref_times, strict=True)), 0.0)
-    roundtrip_ms = statistics.median(h.measured("ping")[1] * 1e3 for _ in range(5))
+    with torch.no_grad():
+        expected = h.reference_call(reference, inputs, False, False)
     total = warmup + runs
     verify_all = per_call * total < _VERIFY_ALL_SECONDS and tensor_bytes(inputs) < _VERIFY_ALL_BYTES
     checked = set(range(total)) if verify_all else set(rng.sample(range(total), min(total, _SAMPLED_CALLS)))
-    reported, judged = [], []
+    watched = _watched_calls(rng, warmup, runs)
+    probed = set(rng.sample(range(warmup, total), min(runs, max(_PROBES, runs // 4))))
+    reported, judged, call_cpu, probes, ref_times = [], [], [], [], []
     seen: set[tuple] = set()
+    tracker = KernelTracker()
     with torch.no_grad():
-        expected = h.reference_call(reference, inputs, False, False)
         h.bind(inputs, expected)
+        del expected
+        h.last_reading, h.idle_cpu_ms, h.pending_ms = None, [], []
         for i in range(total):
             refresher.refresh(inputs)
-            reply, own = h.call(inputs, False, False)
+            if i in probed:  # the harness alone, in the candidate's process, between calls at random
+                probes.append(h.measured("probe", False, False)[1])
+            reply, own = h.call(inputs, False, False, python_guard=i in watched)
+            call_cpu.append(own)
+            # The reference, timed right after on the same inputs, the same way (unwatched: it is trusted),
+            # so both programs meet the same machine state; its output is the expected one.
+            h.backend.synchronize()
+            outputs, ref_reply = run_call(reference, inputs, backend, tracker, False, False, python_guard=False)
             if i >= warmup:
+                ref_times.append(float(ref_reply["ms"]))
+            if i not in watched:
                 reported.append(float(reply.get("ms", 0.0)))
-                judged.append(own * 1e3)
+                judged.append(own)
             if i in checked:
-                del expected  # freed before the next is made: one expected output at a time
-                expected = h.reference_call(reference, inputs, False, False)
-                mismatch, got = h.outputs(reply, expected)
+                mismatch, got = h.outputs(reply, outputs)
                 if mismatch is None:
-                    mismatch = h.compare(expected, got).mismatch
+                    mismatch = h.compare(outputs, got).mismatch
                 if mismatch is not None:
                     rule = "stale-output" if got and checksum(got) in seen else "timed-output-mismatch"
                     raise mismatch_verdict(mismatch, f"timed call {i + 1} of {total} (fresh inputs)", rule)
                 seen.add(checksum(got))
+            del outputs  # one reference output at a time
     h.check_process("while being timed")
-    audit = audit_claims(reported, judged, roundtrip_ms, overhead_ms)
+    _check_work_after_return(h, reported, call_cpu)
+    audit = audit_claims(reported, judged, probes)
     ref_ms, _ = median_and_iqr(ref_times)
     new_ms, new_spread = audit.credited_ms, audit.spread_ms
     if audit.rejected:
@@ -120,21 +134,45 @@ def time_stage(h: Harness) -> None:
         progress.notes.append(f"Your reported {new_ms * 1e3:.2f} us per call is below the roofline floor of {floor_ms * 1e3:.2f} us; "
                               f"the judge's own measurement ({wall_ms * 1e3:.2f} us) is credited instead.")
         new_ms = wall_ms
-    progress.timing.update(ref_eager_ms=ref_ms, runtime_ms=new_ms, runtime_spread_ms=new_spread, timed_calls=runs)
+    progress.timing.update(ref_eager_ms=ref_ms, runtime_ms=new_ms, runtime_spread_ms=new_spread, timed_calls=len(reported))
     if config.compile_baseline:
         progress.timing["ref_compile_ms"] = _compile_baseline(h, reference, inputs, refresher, runs, warmup)
+
+
+def _check_work_after_return(h: Harness, reported: list[float], call_cpu: list[float]) -> None:
+    """No work of a call may outlive it: not on the device after its end event, not in a thread after its reply.
+
+    On a device, ``pending_ms`` is how long the device stayed busy after a call's end event (an honest
+    answer joins its streams before returning, leaving only the synchronization itself). On every
+    device, the CPU the candidate's threads ran between calls, while its main thread waited for the
+    next one, is compared with what they ran during calls: idle OpenMP pool threads spin briefly
+    (:data:`IDLE_SPIN_MS` per gap at most) and then sleep.
+    """
+    claimed = statistics.median(reported) if reported else 0.0
+    pending = statistics.median(h.pending_ms) if h.pending_ms else 0.0
+    if pending > PENDING_FLOOR_MS + 0.25 * claimed:
+        raise illegal_verdict("Work of your call was still running on the device after it returned.", runtime.work_after_return(
+            f"the device stayed busy {pending * 1e3:.1f} us (median) after each call's end event, against "
+            f"{claimed * 1e3:.1f} us timed inside it: work left on another stream"))
+    gaps = h.idle_cpu_ms
+    idle, busy = sum(gaps), sum(call_cpu)
+    if gaps and idle > len(gaps) * IDLE_SPIN_MS * h.cpus + 0.5 * busy:
+        raise illegal_verdict("Your threads kept working after your calls returned.", runtime.work_after_return(
+            f"the candidate's threads ran {idle:.2f} ms of CPU between {len(gaps)} calls, while they waited for the judge, "
+            f"against {busy:.2f} ms during the calls"))
 
 
 def _compile_baseline(h: Harness, reference: torch.nn.Module, inputs: list[Any], refresher: Refresher, runs: int, warmup: int) -> float | None:
     """Median time of ``torch.compile(Model)``, cached per (task, shapes, device, torch version)."""
     shapes = [tuple(t.shape) for t in inputs if isinstance(t, torch.Tensor)]
     key = json.dumps([h.job.task.id, hashlib.sha1(h.job.task.source.encode()).hexdigest(), shapes, h.backend.device_name(), torch.__version__])
-    cache = h.build_root / "baselines" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+    # In the judge's own directory beside the cache: a candidate that could rewrite a baseline would set every later speedup.
+    cache = judge_dir(h.build_root.parent) / "baselines" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
     if cache.exists():
         return json.loads(cache.read_text())["ref_compile_ms"]
     try:
         compiled = torch.compile(reference)
-        times, _ = _time_reference(h, compiled, inputs, refresher, runs, warmup + 2)
+        times = _time_reference(h, compiled, inputs, refresher, runs, warmup + 2)
     except Exception:  # a baseline that cannot compile is reported as missing, not as the candidate's failure
         return None
     value = median_and_iqr(times)[0]

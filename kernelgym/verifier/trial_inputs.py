@@ -8,20 +8,24 @@ Holds:
 
 from __future__ import annotations
 
+import fcntl
+import os
 import random
-from pathlib import Path
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 import torch
 
-from kernelgym.verifier.candidate_side import SharedTensor, map_shared
+from kernelgym.verifier.candidate_side import SharedTensor, map_descriptor, map_shared
 
 __all__ = ["draw_inputs", "Refresher", "SharedBuffers", "tensor_bytes"]
 
 # Inputs above this size get fresh values by a random affine map of their first draw instead of a new
 # draw per timed call (drawing gigabytes of random numbers per call would dominate the timing stage).
 _REDRAW_LIMIT_BYTES = 256 * 1024**2
+# Offsets of shared host tensors in their memfd: a multiple of every element size (and of a cache line).
+_ALIGN = 64
 
 
 def tensor_bytes(values: list[Any]) -> int:
@@ -87,43 +91,71 @@ def _span(size: tuple[int, ...], stride: tuple[int, ...]) -> int:
     return 1 + sum((n - 1) * st for n, st in zip(size, stride, strict=True))
 
 
+@dataclass(frozen=True)
 class SharedBuffers:
-    """Tensors of the judge that the candidate process maps too.
+    """Tensors of the judge that the candidate process maps too (made by :meth:`share`).
 
-    Host tensors are files in the candidate's directory, mapped by both sides;
-    device tensors are sent as CUDA IPC handles (they never leave the device).
-    ``local`` are the judge's views; ``remote`` is what a ``bind`` command carries.
+    The host tensors of one ``bind`` live in one memfd, sized and then sealed
+    against shrinking and growing (and against new seals), so neither process can
+    cut it under the other: a read past a truncated end (``SIGBUS``) cannot happen.
+    The memfd goes to the candidate by descriptor; no path names it, so nothing the
+    candidate plants in its directory is ever opened by the judge. Device tensors
+    are sent as CUDA IPC handles (they never leave the device).
+
+    Attributes:
+        local: the judge's views, in the order of the values shared (other values as they were).
+        remote: what a ``bind`` command carries in their place.
+        descriptor: the memfd holding the host tensors (``None``: none), to send with ``bind`` and then close.
     """
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.count = 0
+    local: list[Any]
+    remote: list[Any]
+    descriptor: int | None
 
-    def share(self, like: torch.Tensor) -> tuple[torch.Tensor, Any]:
-        """A new shared tensor with ``like``'s shape, strides, dtype and device (uninitialised)."""
-        size, stride = tuple(like.shape), tuple(like.stride())
-        if _overlapping(size, stride):
-            stride = tuple(torch.empty(size, device="meta").stride())
-        if like.device.type != "cpu":
-            local = torch.empty_strided(size, stride, dtype=like.dtype, device=like.device)
-            return local, local
-        self.count += 1
-        path = self.directory / f"buffer{self.count}.bin"
-        span = _span(size, stride)
-        with open(path, "wb") as handle:
-            handle.truncate(max(span, 1) * like.element_size())
-        spec = SharedTensor(str(path), str(like.dtype), size, stride, span)
-        return map_shared(spec), spec
-
-    def share_all(self, values: list[Any]) -> tuple[list[Any], list[Any]]:
-        """Shared counterparts of the tensors in ``values`` (other values are passed as they are)."""
-        local, remote = [], []
+    @classmethod
+    def share(cls, values: list[Any]) -> SharedBuffers:
+        """Shared counterparts (uninitialised) of the tensors among ``values``, each with its shape, strides, dtype, device."""
+        offsets: list[int] = []
+        total = 0
         for value in values:
-            if isinstance(value, torch.Tensor):
-                mine, theirs = self.share(value)
-                local.append(mine)
-                remote.append(theirs)
-            else:
+            offsets.append(total)
+            if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+                span = _span(*_buffer_shape(value))
+                total += -(-max(span, 1) * value.element_size() // _ALIGN) * _ALIGN
+        descriptor = _sealed_memfd(total) if total else None
+        memory = map_descriptor(descriptor) if descriptor is not None else None
+        local, remote = [], []
+        for value, offset in zip(values, offsets, strict=True):
+            if not isinstance(value, torch.Tensor):
                 local.append(value)
                 remote.append(value)
-        return local, remote
+            elif memory is not None and value.device.type == "cpu":
+                size, stride = _buffer_shape(value)
+                spec = SharedTensor(offset, str(value.dtype), size, stride, _span(size, stride))
+                local.append(map_shared(spec, memory))
+                remote.append(spec)
+            else:
+                mine = torch.empty_strided(*_buffer_shape(value), dtype=value.dtype, device=value.device)
+                local.append(mine)
+                remote.append(mine)
+        return cls(local, remote, descriptor)
+
+
+def _buffer_shape(like: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Shape and strides of a buffer for ``like``: its own, made contiguous where elements overlap."""
+    size, stride = tuple(like.shape), tuple(like.stride())
+    if _overlapping(size, stride):
+        stride = tuple(torch.empty(size, device="meta").stride())
+    return size, stride
+
+
+def _sealed_memfd(size: int) -> int:
+    """An anonymous shared file of ``size`` bytes whose size no process can change again."""
+    fd = os.memfd_create("kernelgym-shared", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, size)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd

@@ -210,20 +210,21 @@ def test_attempt_from_a_full_record_ignores_extra_fields() -> None:
 
 def test_judge_errors_count_as_failures_and_are_named_in_the_report() -> None:
     from kernelgym.bench.config import BenchSummary
-    from kernelgym.executor.local import JUDGE_ERROR_FLAG
+    from kernelgym.verifier.result import JUDGE_ERROR_FLAG
 
     records = [
         {"task_id": "a", "level": 1, "sample": 0, "turn": 1, "status": "ok", "speedup_eager": 1.2, "flags": []},
         {"task_id": "b", "level": 1, "sample": 0, "turn": 1, "status": "runtime_error", "flags": [JUDGE_ERROR_FLAG]},
         {"task_id": "c", "level": 1, "sample": 0, "turn": 1, "status": "runtime_error", "flags": []},
+        {"task_id": "d", "level": 1, "sample": 0, "turn": 1, "status": "judge_error", "flags": []},
     ]
     attempts = [Attempt.from_dict(r) for r in records]
-    assert [a.judge_error for a in attempts] == [False, True, False]
-    metrics = summarize(attempts, {"a": 1, "b": 1, "c": 1}, k=1, turns=1)
-    assert metrics.best_turn.judge_errors == 1 and metrics.best_turn.pass_at_1 == pytest.approx(1 / 3)
-    assert metrics.to_dict()["best_turn"]["judge_errors"] == 1
-    summary = BenchSummary(suite="s", agent="x", backend="cpp", k=1, turns=1, task_ids=("a", "b", "c"), episodes=3,
-                           attempts=3, complete=True, device="cpu", timing_meaningful=True, metrics=metrics, out_dir="o")
-    assert "1 attempt(s) failed in the judge, not in the answer" in summary.report()
+    assert [a.judge_error for a in attempts] == [False, True, False, True]
+    metrics = summarize(attempts, {"a": 1, "b": 1, "c": 1, "d": 1}, k=1, turns=1)
+    assert metrics.best_turn.judge_errors == 2 and metrics.best_turn.pass_at_1 == pytest.approx(1 / 4)
+    assert metrics.to_dict()["best_turn"]["judge_errors"] == 2
+    summary = BenchSummary(suite="s", agent="x", backend="cpp", k=1, turns=1, task_ids=("a", "b", "c", "d"), episodes=4,
+                           attempts=4, complete=True, device="cpu", timing_meaningful=True, metrics=metrics, out_dir="o")
+    assert "2 attempt(s) failed in the judge, not in the answer" in summary.report()
     clean = summarize(attempts[:1], {"a": 1}, k=1, turns=1)
     assert "failed in the judge" not in BenchSummary(**{**vars(summary), "metrics": clean}).report()

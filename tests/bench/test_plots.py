@@ -1,4 +1,4 @@
-"""The run figures: tasks are named on the speedup plot; the per-turn figure only exists with several turns."""
+"""The run figures: tasks are named on the speedup plot, its axis label fits; the per-turn figure only exists with several turns."""
 
 from __future__ import annotations
 
@@ -48,3 +48,16 @@ def test_several_turns_get_the_per_turn_figure(saved: dict[str, Figure]) -> None
     paths = write_plots(run_summary(attempts, turns=2), attempts, "out")
     assert [p.name for p in paths] == ["speedup_distribution.png", "metrics_per_level.png", "metrics_per_turn.png"]
     assert [tick for tick in saved["metrics_per_turn.png"].axes[0].get_xticks()] == [1, 2]
+
+
+def test_the_speedup_axis_label_fits_in_the_figure_beside_long_task_names(saved: dict[str, Figure]) -> None:
+    long_name = "level2/99_Conv3d_GroupNorm_Min_Clamp_Dropout_Softmax"  # KernelBench names are this long
+    levels = {**LEVELS, long_name: 2}
+    attempts = [Attempt(t, lv, 0, 1, "ok", speedup_eager=s) for (t, lv), s in zip(levels.items(), (0.3, 1.7, 9.0, 2.0), strict=True)]
+    summary = BenchSummary("kb", "test", "cuda", 1, 1, tuple(levels), 4, 4, True, "gpu", True,
+                           summarize(attempts, levels, k=1, turns=1), "out")
+    write_plots(summary, attempts, "out")
+    figure = saved["speedup_distribution.png"]
+    figure.draw_without_rendering()
+    label = figure.axes[0].xaxis.label.get_window_extent()
+    assert figure.bbox.x0 <= label.x0 and label.x1 <= figure.bbox.x1 and figure.bbox.y0 <= label.y0

@@ -1,4 +1,4 @@
-"""The benchmark runner on the bundled CPU suite: files, pass@1 of the solutions, interruption and resume.
+"""The benchmark runner on the bundled CPU suite: files, pass@1 of the solutions, interruption and resume, skipped tasks, dry runs.
 
 Tests marked ``slow`` build the first three C++ solutions of the cpu suite; builds go through the
 verifier's shared cache (``$KERNELGYM_CACHE`` or ``~/.cache/kernelgym``), so later runs reuse them.
@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from kernelgym.agents.base import AgentError, AgentRequest, BaseAgent, agent_names, make_agent
+from kernelgym.agents.random_agent import RandomAgent
 from kernelgym.agents.solutions import SolutionsAgent
 from kernelgym.bench import (
     ATTEMPTS_FILE,
@@ -28,10 +29,13 @@ from kernelgym.bench import (
     BenchConfig,
     add_bench_arguments,
     bench_main,
+    plan_bench,
     read_attempts,
     run_bench,
 )
 from kernelgym.errors import KernelGymError
+from kernelgym.tasks import load_suite
+from kernelgym.tasks.task import Task
 from kernelgym.verifier.config import VerifierConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -224,3 +228,47 @@ def test_custom_agent_example_runs(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())
     assert summary["metrics"]["best_turn"]["hack_rate"] == 1.0
     assert summary["metrics"]["best_turn"]["pass_at_1"] == 0.0
+
+
+class SkippingRandom(RandomAgent):
+    """The random agent (garbage only), which cannot answer ``level1/2_Sigmoid``."""
+
+    def skip_reason(self, task: Task, backend: str) -> str | None:
+        return "not my kind of task" if task.id == "level1/2_Sigmoid" else None
+
+
+def test_a_task_the_agent_cannot_answer_is_skipped_and_the_run_goes_on(tmp_path: Path) -> None:
+    config = BenchConfig(suite="cpu", limit=3, out_dir=str(tmp_path), plots=False, progress=False)
+    summary = run_bench(config, agent=SkippingRandom(modes=["garbage"]))
+    assert summary.task_ids == ("level1/1_ReLU", "level1/3_Tanh") and summary.complete
+    assert summary.skipped == {"level1/2_Sigmoid": "not my kind of task"}
+    assert summary.metrics.best_turn.tasks == 2  # counted neither as passed nor as failed
+    assert [r["task_id"] for r in read_attempts(tmp_path / ATTEMPTS_FILE)] == ["level1/1_ReLU", "level1/3_Tanh"]
+    assert json.loads((tmp_path / SUMMARY_FILE).read_text())["skipped"] == summary.skipped
+    assert "skipped 1 task(s), not counted above:\n  level1/2_Sigmoid: not my kind of task" in summary.report()
+
+
+def test_a_run_of_only_skipped_tasks_is_refused(tmp_path: Path) -> None:
+    config = BenchConfig(suite="cpu", task_ids=("level1/2_Sigmoid",), out_dir=str(tmp_path), progress=False)
+    with pytest.raises(KernelGymError, match="can answer none of the selected tasks"):
+        run_bench(config, agent=SkippingRandom(modes=["garbage"]))
+
+
+def test_dry_run_lists_the_gpu_tasks_without_a_cuda_solution_as_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # ``kernelgym bench --suite gpu --agent solutions --backend cuda --dry-run``: needs no GPU, judges nothing.
+    out = tmp_path / "run"
+    assert bench_main(parse(["--suite", "gpu", "--agent", "solutions", "--backend", "cuda", "--dry-run",
+                             "--out", str(out)])) == 0
+    printed = capsys.readouterr().out
+    assert "  skip  level1/7_RMSNorm: no bundled 'cuda' solution (it has: triton)" in printed
+    assert "  run   level1/1_ReLU" in printed and "nothing judged" in printed
+    assert not out.exists()
+    plan = plan_bench(BenchConfig(suite="gpu", backend="cuda"), SolutionsAgent())
+    gpu = load_suite("gpu")
+    assert set(plan.skipped) == {task.id for task in gpu if "cuda" not in task.solutions}
+    assert plan.suite.ids() == [task.id for task in gpu if "cuda" in task.solutions]
+    assert plan_bench(BenchConfig(suite="gpu", backend="triton"), SolutionsAgent()).skipped.keys() == {
+        task.id for task in gpu if "triton" not in task.solutions
+    }

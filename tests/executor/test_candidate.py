@@ -68,6 +68,50 @@ def test_an_unsolicited_message_is_a_protocol_error(candidate: CandidateProcess)
         candidate.request(("load", code), 60)
 
 
+def test_a_build_is_asked_of_the_judge_while_the_command_runs(candidate: CandidateProcess):
+    asked = []
+
+    def service(request: dict, seconds: float) -> dict:
+        asked.append(request)
+        return {"ok": False, "error": "build", "message": "refused by the judge", "log": "main.cpp:1:1: error: no"}
+
+    candidate.build_service = service
+    code = ("import torch\nfrom torch.utils.cpp_extension import load_inline\n"
+            "class ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        load_inline(name='anything', cpp_sources='int f();', functions=['f'], extra_cflags=['-O2'])\n")
+    assert candidate.request(("load", code), 60)["ok"] is True  # nothing built at import
+    reply = candidate.request(("construct", 0, [], {}), 60)  # the hooks are still there in __init__
+    assert reply == {"ok": False, "error": "build", "message": "refused by the judge", "log": "main.cpp:1:1: error: no",
+                     "nonce": reply["nonce"]}
+    assert asked == [{"cpp_sources": ["int f();"], "device_sources": [], "functions": ["f"], "extra_cflags": ["-O2"],
+                      "device_cflags": [], "extra_ldflags": [], "extra_include_paths": []}]
+
+
+def test_a_build_request_under_another_commands_nonce_is_a_protocol_error(candidate: CandidateProcess):
+    code = (
+        "import json, os, socket, struct\n"
+        "fd = next(int(n) for n in os.listdir('/proc/self/fd') if os.readlink(f'/proc/self/fd/{n}').startswith('socket:'))\n"
+        "s = socket.socket(fileno=fd)\n"
+        "body = json.dumps({'build': {'cpp_sources': ['int f();']}, 'nonce': '0' * 16}).encode()\n"
+        "s.sendall(struct.pack('!i', len(body)) + body)\n"
+        "s.detach()\n"
+    )
+    with pytest.raises(CandidateProtocolError):
+        candidate.request(("load", code), 60)
+
+
+def test_the_build_cache_is_read_only_to_a_candidate(candidate: CandidateProcess, cache_dir: Path):
+    probe = subprocess.run([sys.executable, "-c", "import sys\nfrom kernelgym.executor.sandbox import restrict_filesystem\n"
+                            "print(restrict_filesystem(('/tmp',)))"], capture_output=True, text=True, timeout=120)
+    if "landlock" not in probe.stdout:
+        pytest.skip("this kernel has no Landlock")
+    target = cache_dir / "builds" / "planted.txt"
+    code = f"import logging\nlogging.FileHandler({str(target)!r}, mode='w').close()\nclass ModelNew: pass\n"
+    reply = candidate.request(("load", code), 60)
+    assert reply["ok"] is False and "PermissionError" in reply["message"]
+    assert not target.exists()
+
+
 def test_a_hang_times_out_and_a_crash_is_reported(candidate: CandidateProcess):
     with pytest.raises(CandidateTimeout):
         candidate.request(("load", "while True:\n    pass\n"), 3)

@@ -103,3 +103,61 @@ def test_kill_session_leaves_no_process_of_the_session() -> None:
 def test_a_policy_names_one_cpu_for_a_judge_by_default() -> None:
     policy = SandboxPolicy(cpu=2)
     assert (policy.cpu, policy.cpu_count) == (2, 1)
+
+
+def test_the_seccomp_filter_denies_what_no_kernel_needs_and_allows_the_rest() -> None:
+    done = _run("""
+        import errno, os, resource
+        from kernelgym.executor.sandbox import deny_syscalls
+        applied = deny_syscalls()
+        print(applied)
+
+        def attempt(call):
+            try:
+                call()
+                return "allowed"
+            except OSError as exc:
+                return errno.errorcode[exc.errno]
+
+        print(attempt(lambda: os.setpriority(os.PRIO_PROCESS, 0, 5)))  # even lowering it: setpriority is denied
+        print(attempt(lambda: os.sched_setaffinity(0, os.sched_getaffinity(0))))
+        print(attempt(lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE)))  # another process's limits
+        print(attempt(lambda: os.sched_getaffinity(0)), attempt(lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0))),
+              attempt(lambda: os.getpriority(os.PRIO_PROCESS, 0)))
+        # what it starts inherits the filter
+        import subprocess, sys
+        child = subprocess.run([sys.executable, "-c", "import os; os.setpriority(os.PRIO_PROCESS, 0, 5)"], capture_output=True)
+        print(b"PermissionError" in child.stderr)
+    """)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    if lines[0].startswith("unavailable"):
+        pytest.skip(f"no seccomp filter here: {lines[0]}")
+    assert lines[1:4] == ["EPERM", "EPERM", "EPERM"]
+    assert lines[4] == "allowed allowed allowed"
+    assert lines[5] == "True"
+
+
+def test_dropping_privileges_leaves_no_capability_and_no_new_privs() -> None:
+    done = _run("""
+        from kernelgym.executor.sandbox import drop_privileges
+        print(drop_privileges())
+        fields = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+        print(" ".join(fields[k].strip() for k in ("CapEff", "CapPrm", "CapInh", "CapAmb", "NoNewPrivs")))
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1] == "0000000000000000 " * 4 + "1"
+
+
+def test_the_judge_reads_a_candidates_log_without_following_links(tmp_path: Path) -> None:
+    from kernelgym.executor.candidate import _log_tail
+
+    secret = tmp_path / "outside.txt"
+    secret.write_text("judge's secret")
+    (tmp_path / "link.log").symlink_to(secret)
+    os.mkfifo(tmp_path / "fifo.log")  # opening it must not wait for a writer
+    (tmp_path / "real.log").write_text("x" * 100 + "the end")
+    assert _log_tail(tmp_path / "link.log", 1000) == ""
+    assert _log_tail(tmp_path / "fifo.log", 1000) == ""
+    assert _log_tail(tmp_path / "missing.log", 1000) == ""
+    assert _log_tail(tmp_path / "real.log", 7) == "the end"

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from kernelgym.backends.native import floor_record, floor_stores
-from kernelgym.executor.local import JUDGE_ERROR_FLAG, WorkerHandle, failure_result
+from kernelgym.executor.local import WorkerHandle, failure_result
 from kernelgym.executor.sandbox import SandboxPolicy
 from kernelgym.executor.worker import _cpus
 from kernelgym.tasks import load_suite
@@ -59,7 +59,8 @@ def test_a_failure_of_the_judge_is_flagged_and_says_it_is_not_the_answers() -> N
     suite = load_suite("cpu")
     task = suite[suite.ids()[0]]
     job = JudgeJob(task, "class ModelNew: ...", "cpp", VerifierConfig(), seeds=(1, 2, 3, 4))
-    judged = failure_result(job, Status.RUNTIME_ERROR, "The judge's worker failed: boom", "build", judge_error=True)
-    assert judged.flags == (JUDGE_ERROR_FLAG,) and "says nothing about the answer" in judged.feedback
+    judged = failure_result(job, Status.JUDGE_ERROR, "The judge's worker failed: boom", "build")
+    assert judged.judge_error and judged.score == 0.0 and judged.judge_reason == "The judge's worker failed: boom"
+    assert "boom" not in judged.feedback and "Hint" not in judged.feedback and "not counted" in judged.feedback
     crashed = failure_result(job, Status.RUNTIME_ERROR, "The worker crashed during the check stage: SIGSEGV", "check")
     assert crashed.flags == () and crashed.compiled

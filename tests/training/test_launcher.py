@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +29,7 @@ from kernelgym.training.launcher import (  # noqa: E402
 from kernelgym.training.mirrorpop import TAU_ENV_VAR  # noqa: E402
 
 CPU = {"suite": "cpu", "backend": "cpp"}
+VERL_DOC = Path(__file__).resolve().parents[2] / "docs" / "verl.md"
 
 
 @pytest.fixture(scope="module")
@@ -112,9 +115,35 @@ def test_the_command_composes_into_a_valid_verl_config(config, tmp_path):
 
 def test_judges_of_a_gpu_backend_must_be_placed_off_the_training_gpus(config, tmp_path):
     with pytest.raises(KernelGymError, match="judge"):
-        plan_training(config, tmp_path, {"suite": "gpu", "backend": "cuda"})
+        plan_training(config, tmp_path, {"suite": "gpu", "backend": "cuda", "judges": "local"})
+    default = JudgePlacement.from_env(plan_training(config, tmp_path, {"suite": "gpu", "backend": "cuda"}).env[PLACEMENT_ENV_VAR])
+    assert (default.mode, default.resource) == ("ray", "kernelgym_judge")  # the default works: off the training GPUs
+    assert JudgePlacement.from_env(plan_training(config, tmp_path, CPU).env[PLACEMENT_ENV_VAR]).mode == "local"
     plan = plan_training(config, tmp_path, {"suite": "gpu", "backend": "cuda", "judges": "ray:kernelgym_judge:2"})
     placement = JudgePlacement.from_env(plan.env[PLACEMENT_ENV_VAR])
     assert (placement.mode, placement.resource, placement.num_workers) == ("ray", "kernelgym_judge", 2)
     key = "+ray_kwargs.ray_init.runtime_env.env_vars." + PLACEMENT_ENV_VAR
     assert plan.overrides[key] == plan.env[PLACEMENT_ENV_VAR]
+
+
+def documented_launch_command() -> list[str]:
+    """The first ``kernelgym train`` command of docs/verl.md's "Launch" section, continuation lines joined."""
+    text = VERL_DOC.read_text(encoding="utf-8").split("## Launch", 1)[1]
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    command = shlex.split(block.replace("\\\n", " ").splitlines()[0])
+    assert command[:2] == ["kernelgym", "train"], command
+    return command[2:]
+
+
+def test_the_documented_launch_command_runs_as_written_with_dry_run(tmp_path, monkeypatch, capsys):
+    # Read from the doc, so the doc and this test cannot drift apart.
+    argv = documented_launch_command()
+    assert "--gpus" in argv and "--dry-run" not in argv and "--judges" not in argv
+    monkeypatch.chdir(tmp_path)
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    assert train_main(parser.parse_args([*argv, "--dry-run"])) == 0
+    printed = capsys.readouterr().out
+    assert "verl.trainer.main_ppo" in printed and "trainer.n_gpus_per_node=8" in printed
+    rows = [json.loads(line) for line in (tmp_path / "runs" / "grpo" / "train.jsonl").read_text().splitlines()]
+    assert rows[0]["extra_info"]["backend"] == "cuda"

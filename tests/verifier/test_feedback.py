@@ -1,9 +1,11 @@
-"""Compile-error feedback: the status first, then the compiler's first error with its code, no cache paths."""
+"""Feedback: compile errors (the status first, then the first error with its code, no cache paths); a wrong output stated once."""
 
 from __future__ import annotations
 
 from kernelgym.backends.native import trim_compiler_log
-from kernelgym.verifier.feedback import compose_feedback
+from kernelgym.verifier.compare import Mismatch
+from kernelgym.verifier.feedback import compose_feedback, conclude
+from kernelgym.verifier.harness import mismatch_verdict
 from kernelgym.verifier.result import Status
 
 BUILD = "/home/user/.cache/kernelgym/builds/f8d76d544cef87a0ec0fbf6665bd1cdb"
@@ -59,3 +61,13 @@ def test_nvcc_errors_are_relative_too() -> None:
 def test_a_log_without_diagnostics_keeps_its_last_lines() -> None:
     log = "ninja: build stopped\nlinker: cannot find -lfoo\n"
     assert trim_compiler_log(log) == "linker: cannot find -lfoo"
+
+
+def test_a_wrong_output_is_stated_once_beside_its_rule() -> None:
+    sentence = "the output differs from the reference in 3 of 8 elements: max abs error 0.5"
+    verdict = mismatch_verdict(Mismatch("wrong-output", sentence), "trial 1 (seed 7, eval mode, grad off)", "wrong-output")
+    result = conclude("level1/1_ReLU", "cpp", verdict.status, details=verdict.details, violations=verdict.violations,
+                      compiled=True)
+    assert result.status is Status.INCORRECT
+    assert result.feedback.count(sentence) == 1
+    assert f"- [wrong-output] runtime: trial 1 (seed 7, eval mode, grad off): {sentence}" in result.feedback.splitlines()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import random
 import types
 
+import pytest
 import torch
 
-from kernelgym.verifier.candidate_side import map_shared
+from kernelgym.verifier.candidate_side import map_descriptor, map_shared
 from kernelgym.verifier.compare import checksum, compare_outputs, same_bytes
 from kernelgym.verifier.trial_inputs import Refresher, SharedBuffers, draw_inputs
 
@@ -35,21 +38,46 @@ def test_refresh_never_repeats_values(tmp_path):
         seen.add(checksum(inputs))
 
 
-def test_a_shared_host_buffer_is_the_same_memory_on_both_sides(tmp_path):
-    like = torch.randn(3, 4).t()  # strided: the buffer keeps the strides
-    local, spec = SharedBuffers(tmp_path).share(like)
-    local.copy_(like)
-    other = map_shared(spec)
-    assert other.stride() == like.stride() and torch.equal(other, like)
-    other.add_(1.0)
-    assert torch.equal(local, like + 1.0)
+def test_shared_host_buffers_are_the_same_memory_on_both_sides():
+    values = [torch.randn(3, 4).t(), 7, torch.arange(5, dtype=torch.int8), torch.randn(2, dtype=torch.float64)]
+    shared = SharedBuffers.share(values)
+    assert shared.local[1] == shared.remote[1] == 7 and shared.descriptor is not None
+    other = map_descriptor(shared.descriptor)  # what the candidate maps from the descriptor it is sent
+    os.close(shared.descriptor)
+    for index in (0, 2, 3):
+        shared.local[index].copy_(values[index])
+        theirs = map_shared(shared.remote[index], other)
+        assert theirs.stride() == values[index].stride() and torch.equal(theirs, values[index])  # strides kept
+        theirs.add_(1)
+        assert torch.equal(shared.local[index], values[index] + 1)
 
 
-def test_expanded_inputs_get_contiguous_buffers(tmp_path):
+def test_expanded_inputs_get_contiguous_buffers():
     like = torch.randn(1, 4).expand(3, 4)
-    local, _ = SharedBuffers(tmp_path).share(like)
-    local.copy_(like)
-    assert local.is_contiguous() and torch.equal(local, like)
+    shared = SharedBuffers.share([like])
+    os.close(shared.descriptor)
+    shared.local[0].copy_(like)
+    assert shared.local[0].is_contiguous() and torch.equal(shared.local[0], like)
+
+
+def test_the_shared_memfd_cannot_be_resized_or_resealed():
+    shared = SharedBuffers.share([torch.zeros(1000)])
+    fd = shared.descriptor
+    try:
+        size = os.fstat(fd).st_size
+        for change in (lambda: os.ftruncate(fd, 0), lambda: os.ftruncate(fd, 2 * size),
+                       lambda: fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)):
+            with pytest.raises(PermissionError):
+                change()
+        assert os.fstat(fd).st_size == size
+        assert float(shared.local[0].sum()) == 0.0  # still mapped, still readable
+    finally:
+        os.close(fd)
+
+
+def test_only_host_tensors_need_a_descriptor():
+    shared = SharedBuffers.share([3, "x"])
+    assert shared.descriptor is None and shared.local == shared.remote == [3, "x"]
 
 
 def test_same_bytes_sees_nan_payload_and_single_bit_changes():

@@ -7,8 +7,10 @@ Holds one function per runtime rule, each returning the
         ``output-not-plain-tensor``, ``output-aliases-input``, ``stale-output``,
         ``shape-variant-mismatch``, ``mode-mismatch``, ``initial-weights-assumed``,
         ``timed-output-mismatch``).
+    weights_cached: an output that follows the weights as they were before a change (copies made in ``__init__``).
     inherits_model: ``Model`` found in ``ModelNew``'s MRO (the static rule of that id, seen at run time).
     forbidden_native_symbol: a built extension links against symbols off its backend's allow-list.
+    unverified_library: native code mapped into the candidate that the judge neither built nor installed.
     host_array_library: the candidate imports NumPy (or another host array library).
     forged_message: the candidate wrote on the judge's channel.
     process_state_changed: the candidate changed its process (threads, affinity, signal handlers, limits).
@@ -36,6 +38,8 @@ __all__ = [
     "input_mutation",
     "output_violation",
     "process_state_changed",
+    "unverified_library",
+    "weights_cached",
 ]
 
 
@@ -105,11 +109,29 @@ _OUTPUT_RULES = frozenset(
 )
 
 
+@rule("weights-cached", "an output follows the weights as they were before they were redrawn (copies of the "
+      "parameters made in __init__)", stage="runtime")
+def weights_cached() -> Violation:
+    """After the weights were redrawn, the output still matched the reference at the weights before."""
+    return _runtime("weights-cached", "your output matches the reference with the weights as they were before they changed: "
+                    "compute from the parameters in forward; copies made in __init__ (transposed, scaled or packed "
+                    "weights) go stale when the weights change.")
+
+
 @rule("forbidden-native-symbol", "a built extension links against functions off its backend's allow-list (ATen "
       "compute, the dispatcher, dlopen/dlsym, threads, process settings, ...)", stage="runtime")
 def forbidden_native_symbol(detail: str) -> Violation:
     """The extension's imported symbols, found before it is loaded (``detail``: the sentence per symbol)."""
     return _runtime("forbidden-native-symbol", detail)
+
+
+@rule("unverified-library", "native code was loaded that is neither a verified build of the judge's store nor part "
+      "of the installed runtime (a library the candidate wrote or changed, loaded with ctypes, dlopen or a build of its own)",
+      stage="runtime")
+def unverified_library(path: str) -> Violation:
+    """The candidate's process maps ``path``, a file the judge did not build (or whose bytes changed) nor install."""
+    return _runtime("unverified-library", f"{path} is loaded in your process, but the judge did not build it. "
+                    "Build native code with load_inline only, and load nothing else.")
 
 
 @rule("host-array-library", "the candidate imports NumPy or another host array library", stage="runtime")
@@ -129,6 +151,13 @@ def forged_message(detail: str) -> Violation:
 def process_state_changed(changes: list[str]) -> Violation:
     """What changed since the candidate was loaded, read by the judge from ``/proc``."""
     return _runtime("process-state-changed", "; ".join(changes))
+
+
+@rule("work-after-return", "work of a call outlived it: an output changed after the call returned, the device stayed "
+      "busy after its end event, or the candidate's threads ran between calls", stage="runtime")
+def work_after_return(detail: str) -> Violation:
+    """Work of a timed call went on after the call returned (a detached thread team, an unjoined stream)."""
+    return _runtime("work-after-return", f"work of the call ran after it returned: {detail}")
 
 
 @rule("excessive-speedup", "a call faster than its memory traffic allows, measured by the judge's own clock",

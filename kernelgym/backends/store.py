@@ -1,0 +1,143 @@
+"""The judge's content-addressed store of built extensions: published by the trusted side, read-only to candidates.
+
+Holds:
+    StoreRecord: what the judge recorded when it published one extension (its hash and linked symbols).
+    ExtensionStore: where entries and their records live; publish one, look one up, verify a mapped file.
+    judge_dir: the judge's own directory beside a cache (records, locks, baselines, the toolchain floor).
+    file_digest: the sha256 of a file.
+
+Layout: ``<cache>/builds/<key>/<module>.so`` is one published extension (candidates
+may read and load it, never write it); its record lives in the judge's directory,
+``<cache>.trusted/store/<key>.json``, with the library's sha256 and the symbols it
+imports and defines. A library is trusted only while its bytes hash to its record:
+a lookup that finds them changed treats the entry as absent (it is rebuilt), and the
+worker's check of the libraries mapped into a candidate calls anything else in the
+store unverified.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+__all__ = ["ExtensionStore", "StoreRecord", "file_digest", "judge_dir"]
+
+
+def judge_dir(cache_dir: Path) -> Path:
+    """The judge's own directory beside ``cache_dir`` (``<cache>.trusted``): no candidate may write there."""
+    return cache_dir.with_name(cache_dir.name + ".trusted")
+
+
+def file_digest(path: Path) -> str:
+    """The sha256 of ``path``'s bytes, in hex."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class StoreRecord:
+    """The judge's record of one published extension.
+
+    Attributes:
+        key: the build's content address (hash of sources, flags, toolchain).
+        module: the extension's module name (its file is ``<module>.so``).
+        sha256: the hash of the published file.
+        imported: the symbols it imports.
+        exported: the symbols it defines.
+    """
+
+    key: str
+    module: str
+    sha256: str
+    imported: tuple[str, ...]
+    exported: tuple[str, ...]
+
+
+class ExtensionStore:
+    """The store of one build root (``<cache>/builds``).
+
+    Args:
+        build_root: where published extensions live (candidates read them from here).
+
+    Example:
+        >>> import tempfile
+        >>> store = ExtensionStore(Path(tempfile.mkdtemp()) / "builds")
+        >>> store.lookup("0" * 64) is None
+        True
+    """
+
+    def __init__(self, build_root: Path) -> None:
+        self.build_root = build_root
+        self.records = judge_dir(build_root.parent) / "store"
+
+    def library(self, key: str, module: str) -> Path:
+        """Where the extension of ``key`` is published."""
+        return self.build_root / key[:32] / f"{module}.so"
+
+    def record_path(self, key: str) -> Path:
+        """Where the judge keeps the record of ``key``."""
+        return self.records / f"{key[:32]}.json"
+
+    def _read(self, record_path: Path) -> StoreRecord | None:
+        try:
+            data = json.loads(record_path.read_text())
+            return StoreRecord(str(data["key"]), str(data["module"]), str(data["sha256"]),
+                               tuple(data["imported"]), tuple(data["exported"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def lookup(self, key: str) -> StoreRecord | None:
+        """The record of ``key`` when its published library exists and still hashes to it."""
+        record = self._read(self.record_path(key))
+        if record is None or record.key != key:
+            return None
+        try:
+            return record if file_digest(self.library(key, record.module)) == record.sha256 else None
+        except OSError:
+            return None
+
+    def verified(self, path: Path) -> StoreRecord | None:
+        """The record of the store entry ``path`` is, when ``path`` is one and its bytes hash to the record."""
+        path = Path(os.path.realpath(path))
+        root = Path(os.path.realpath(self.build_root))
+        if path.parent.parent != root:
+            return None
+        record = self._read(self.records / f"{path.parent.name}.json")
+        if record is None or path.name != f"{record.module}.so" or record.key[:32] != path.parent.name:
+            return None
+        try:
+            return record if file_digest(path) == record.sha256 else None
+        except OSError:
+            return None
+
+    def publish(self, key: str, module: str, built: Path, imported: list[str], exported: list[str]) -> StoreRecord:
+        """Copy ``built`` into the store and record its hash; the caller holds the key's build lock.
+
+        The file is written beside its final name and renamed over it, so a reader (or a process that
+        mapped the previous file) never sees a half-written library.
+        """
+        target = self.library(key, module)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+        shutil.copyfile(built, partial)
+        os.chmod(partial, 0o555)
+        os.replace(partial, target)
+        record = StoreRecord(key, module, file_digest(target), tuple(imported), tuple(exported))
+        self.records.mkdir(parents=True, exist_ok=True)
+        staged = self.record_path(key).with_suffix(f".{os.getpid()}.partial")
+        staged.write_text(json.dumps(asdict(record)))
+        os.replace(staged, self.record_path(key))
+        return record
+
+    def forget(self, entry: str) -> None:
+        """Drop the record of the entry folder named ``entry`` (its files are being removed)."""
+        with contextlib.suppress(OSError):
+            (self.records / f"{entry}.json").unlink()

@@ -1,0 +1,37 @@
+"""The judge's timing calibrated on itself: the reference as its own answer scores 1.00x.
+
+The identity answer (the task's ``Model`` renamed ``ModelNew``, judged under the
+``kernelbench`` preset, where PyTorch operators are allowed) computes exactly what
+the reference computes, the same way. Any systematic gap between the two timings
+is what the judge's harness costs the answer; the guards are kept off the credited
+calls and the reference is timed beside the candidate, call by call, so the
+median must be 1.00x within 5% and every task within 15%.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from kernelgym.agents.identity_agent import identity_answer
+from kernelgym.verifier import Status, VerifierConfig
+
+
+@pytest.mark.slow
+def test_identity_answers_score_one(cache_dir, cpu_suite) -> None:
+    from kernelgym import Verifier
+
+    tasks = list(cpu_suite)
+    config = VerifierConfig(rules="kernelbench", runs=40, warmup=3, check_variants=False)
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=config) as verifier:
+        results = verifier.evaluate_many([(task, identity_answer(task.source)) for task in tasks])
+    speedups = {}
+    for task, result in zip(tasks, results, strict=True):
+        assert result.status is Status.OK, (task.id, result.feedback)
+        assert "timing-claim-rejected" not in result.flags, (task.id, result.feedback)
+        speedups[task.id] = result.speedup_eager
+    median = statistics.median(speedups.values())
+    assert 0.95 <= median <= 1.05, speedups
+    outliers = {task: s for task, s in speedups.items() if not 0.85 <= s <= 1.15}
+    assert not outliers, (median, outliers)

@@ -1,0 +1,397 @@
+"""Weights reach the answer by name, then by registration order; the ``weights`` contract; libmvec; preset hints.
+
+Renamed parameters (a conv, a linear, a layernorm, a nested ``nn.Sequential``) are ``ok``; an answer
+that copies a weight in ``__init__`` is ``weights-cached`` under ``redrawn`` and ``ok`` under ``fixed``;
+one whose weight finds no place is flagged ``weights-not-redrawn``; a ``-ffast-math`` answer that calls
+glibc's vector math is ``ok``. The honest answers share one C++ source, so they share one build.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from kernelgym import Verifier
+from kernelgym.backends.symbols import forbidden_symbols
+from kernelgym.tasks import load_task_file
+from kernelgym.tasks.task import Task
+from kernelgym.verifier import Status, VerifierConfig
+from kernelgym.verifier.candidate_side import transfer_state
+from kernelgym.verifier.feedback import compose_feedback
+
+KERNELS = r'''
+cpp_source = r"""
+#include <torch/extension.h>
+
+// out[b, n] = bias[n] + sum_k x[b, k] * w[n, k] (w stored (K, N) when transposed), then ReLU if asked.
+torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, bool transposed, bool relu) {
+    auto xc = x.contiguous();
+    auto wc = w.contiguous();
+    auto bc = bias.contiguous();
+    const int64_t B = xc.size(0), K = xc.size(1), N = bc.numel();
+    TORCH_CHECK(wc.numel() == K * N, "weight must hold in_features * out_features elements");
+    auto out = torch::empty({B, N}, xc.options());
+    const float* px = xc.data_ptr<float>();
+    const float* pw = wc.data_ptr<float>();
+    const float* pb = bc.data_ptr<float>();
+    float* po = out.data_ptr<float>();
+    for (int64_t b = 0; b < B; ++b) {
+        for (int64_t n = 0; n < N; ++n) {
+            double acc = pb[n];
+            for (int64_t k = 0; k < K; ++k) acc += (double)px[b * K + k] * (double)(transposed ? pw[k * N + n] : pw[n * K + k]);
+            po[b * N + n] = (relu && acc < 0.0) ? 0.0f : (float)acc;
+        }
+    }
+    return out;
+}
+
+// 2-D convolution, stride 1, zero padding pad: x (B, C, H, W), w (O, C, R, S).
+torch::Tensor conv2d(torch::Tensor x, torch::Tensor w, torch::Tensor bias, int64_t pad) {
+    auto xc = x.contiguous();
+    auto wc = w.contiguous();
+    auto bc = bias.contiguous();
+    const int64_t B = xc.size(0), C = xc.size(1), H = xc.size(2), W = xc.size(3);
+    const int64_t O = wc.size(0), R = wc.size(2), S = wc.size(3);
+    const int64_t P = H + 2 * pad - R + 1, Q = W + 2 * pad - S + 1;
+    auto out = torch::empty({B, O, P, Q}, xc.options());
+    const float* px = xc.data_ptr<float>();
+    const float* pw = wc.data_ptr<float>();
+    const float* pb = bc.data_ptr<float>();
+    float* po = out.data_ptr<float>();
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t o = 0; o < O; ++o)
+            for (int64_t p = 0; p < P; ++p)
+                for (int64_t q = 0; q < Q; ++q) {
+                    double acc = pb[o];
+                    for (int64_t c = 0; c < C; ++c)
+                        for (int64_t r = 0; r < R; ++r)
+                            for (int64_t s = 0; s < S; ++s) {
+                                const int64_t h = p + r - pad, v = q + s - pad;
+                                if (h >= 0 && h < H && v >= 0 && v < W)
+                                    acc += (double)px[((b * C + c) * H + h) * W + v] * (double)pw[((o * C + c) * R + r) * S + s];
+                            }
+                    po[((b * O + o) * P + p) * Q + q] = (float)acc;
+                }
+    return out;
+}
+
+// Layer normalisation over the last dimension (of w's size), with an affine step.
+torch::Tensor layer_norm(torch::Tensor x, torch::Tensor w, torch::Tensor bias, double eps) {
+    auto xc = x.contiguous();
+    const int64_t n = w.numel(), rows = xc.numel() / n;
+    auto out = torch::empty_like(xc);
+    const float* px = xc.data_ptr<float>();
+    const float* pw = w.contiguous().data_ptr<float>();
+    const float* pb = bias.contiguous().data_ptr<float>();
+    float* po = out.data_ptr<float>();
+    for (int64_t row = 0; row < rows; ++row) {
+        double mean = 0.0, var = 0.0;
+        for (int64_t j = 0; j < n; ++j) mean += px[row * n + j];
+        mean /= (double)n;
+        for (int64_t j = 0; j < n; ++j) var += (px[row * n + j] - mean) * (px[row * n + j] - mean);
+        const double rstd = 1.0 / std::sqrt(var / (double)n + eps);
+        for (int64_t j = 0; j < n; ++j) po[row * n + j] = (float)((px[row * n + j] - mean) * rstd * pw[j] + pb[j]);
+    }
+    return out;
+}
+"""
+
+module = load_inline(
+    name="kg_test_weights_kernels",
+    cpp_sources=cpp_source,
+    functions=["linear", "conv2d", "layer_norm"],
+    extra_cflags=["-O2"],
+)
+'''
+
+HEADER = "import torch\nfrom torch import nn\nfrom torch.utils.cpp_extension import load_inline\n"
+
+TASKS = {
+    "conv": '''
+        class Model(nn.Module):
+            def __init__(self, channels, filters, size):
+                super().__init__()
+                self.conv = nn.Conv2d(channels, filters, size, padding=size // 2)
+
+            def forward(self, x):
+                return self.conv(x)
+
+        batch_size = 2
+        channels = 3
+        filters = 4
+        size = 3
+        height = 6
+        width = 5
+
+        def get_inputs():
+            return [torch.randn(batch_size, channels, height, width)]
+
+        def get_init_inputs():
+            return [channels, filters, size]
+    ''',
+    "linear": '''
+        class Model(nn.Module):
+            def __init__(self, in_features, out_features):
+                super().__init__()
+                self.fc = nn.Linear(in_features, out_features)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        batch_size = 4
+        in_features = 12
+        out_features = 6
+
+        def get_inputs():
+            return [torch.randn(batch_size, in_features)]
+
+        def get_init_inputs():
+            return [in_features, out_features]
+    ''',
+    "layernorm": '''
+        class Model(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.norm = nn.LayerNorm(features)
+
+            def forward(self, x):
+                return self.norm(x)
+
+        batch_size = 4
+        features = 16
+
+        def get_inputs():
+            return [torch.randn(batch_size, features)]
+
+        def get_init_inputs():
+            return [features]
+    ''',
+    "sequential": '''
+        class Model(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.net = nn.Sequential(nn.Sequential(nn.Linear(features, features), nn.ReLU()), nn.Linear(features, features))
+
+            def forward(self, x):
+                return self.net(x)
+
+        batch_size = 4
+        features = 8
+
+        def get_inputs():
+            return [torch.randn(batch_size, features)]
+
+        def get_init_inputs():
+            return [features]
+    ''',
+    "sigmoid": '''
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.sigmoid(x)
+
+        size = 1000
+
+        def get_inputs():
+            return [torch.randn(size)]
+
+        def get_init_inputs():
+            return []
+    ''',
+}
+
+ANSWERS = {
+    # each holds its own parameters under other names than the reference's
+    "conv": '''
+        class ModelNew(nn.Module):
+            def __init__(self, channels, filters, size):
+                super().__init__()
+                self.weight = nn.Parameter(torch.empty(filters, channels, size, size))
+                self.bias = nn.Parameter(torch.empty(filters))
+                self.pad = size // 2
+
+            def forward(self, x):
+                return module.conv2d(x, self.weight, self.bias, self.pad)
+    ''',
+    "linear": '''
+        class ModelNew(nn.Module):
+            def __init__(self, in_features, out_features):
+                super().__init__()
+                self.weight = nn.Parameter(torch.empty(out_features, in_features))
+                self.bias = nn.Parameter(torch.empty(out_features))
+
+            def forward(self, x):
+                return module.linear(x, self.weight, self.bias, False, False)
+    ''',
+    "layernorm": '''
+        class ModelNew(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.weight = nn.Parameter(torch.ones(features))
+                self.bias = nn.Parameter(torch.zeros(features))
+
+            def forward(self, x):
+                return module.layer_norm(x, self.weight, self.bias, 1e-5)
+    ''',
+    # the two weights share a shape, as do the two biases: registration order decides
+    "sequential": '''
+        class ModelNew(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.w1 = nn.Parameter(torch.empty(features, features))
+                self.w2 = nn.Parameter(torch.empty(features, features))
+                self.b1 = nn.Parameter(torch.empty(features))
+                self.b2 = nn.Parameter(torch.empty(features))
+
+            def forward(self, x):
+                hidden = module.linear(x, self.w1, self.b1, False, True)
+                return module.linear(hidden, self.w2, self.b2, False, False)
+    ''',
+}
+
+CACHED = '''
+    class ModelNew(nn.Module):
+        def __init__(self, in_features, out_features):
+            super().__init__()
+            self.fc = nn.Linear(in_features, out_features)
+            self.weight_t = self.fc.weight.detach().t().contiguous()  # a copy: stale once the weights change
+
+        def forward(self, x):
+            return module.linear(x, self.weight_t, self.fc.bias, True, False)
+'''
+
+# The weight is kept flat: no tensor of the reference's shape to receive it. Built from the same
+# seed as the reference, it starts equal to the reference's weight.
+FLAT = '''
+    class ModelNew(nn.Module):
+        def __init__(self, in_features, out_features):
+            super().__init__()
+            layer = nn.Linear(in_features, out_features)
+            self.flat_weight = nn.Parameter(layer.weight.detach().reshape(-1).clone())
+            self.bias = nn.Parameter(layer.bias.detach().clone())
+            self.shape = (out_features, in_features)
+
+        def forward(self, x):
+            return module.linear(x, self.flat_weight.view(self.shape), self.bias, False, False)
+'''
+
+FAST_MATH = HEADER + r'''
+cpp_source = r"""
+#include <torch/extension.h>
+#include <cmath>
+torch::Tensor sigmoid_forward(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    const int64_t n = xc.numel();
+    for (int64_t i = 0; i < n; ++i) o[i] = 1.0f / (1.0f + std::exp(-in[i]));
+    return out;
+}
+"""
+
+module = load_inline(
+    name="kg_test_fast_math_sigmoid",
+    cpp_sources=cpp_source,
+    functions=["sigmoid_forward"],
+    extra_cflags=["-O3", "-ffast-math"],
+)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return module.sigmoid_forward(x)
+'''
+
+
+def _answer(body: str) -> str:
+    return HEADER + KERNELS + textwrap.dedent(body)
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Task]:
+    folder = tmp_path_factory.mktemp("weights-tasks")
+    made = {}
+    for name, body in TASKS.items():
+        path = folder / f"{name}.py"
+        path.write_text("import torch\nfrom torch import nn\n" + textwrap.dedent(body), encoding="utf-8")
+        made[name] = load_task_file(path)
+    return made
+
+
+def test_weights_go_by_name_then_by_registration_order_among_equal_shapes_and_dtypes():
+    reference = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4), nn.LayerNorm(4))
+
+    class Answer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.first = nn.Parameter(torch.zeros(4, 4))
+            self.second = nn.Parameter(torch.zeros(4, 4))
+            self.biases = nn.ParameterList([nn.Parameter(torch.zeros(4)) for _ in range(4)])
+            self.register_buffer("steps", torch.zeros(4, dtype=torch.int64))  # a shape match of another dtype
+
+    answer = Answer()
+    state = reference.state_dict()
+    assert transfer_state(answer, state) == ([], ["steps"])
+    assert torch.equal(answer.first, state["0.weight"]) and torch.equal(answer.second, state["1.weight"])
+    assert [torch.equal(b, state[k]) for b, k in zip(answer.biases, ("0.bias", "1.bias", "2.weight", "2.bias"), strict=True)] == [True] * 4
+    renamed = {"0.weight": torch.ones(4, 4), "1.weight": torch.full((4, 4), 2.0), "0.bias": torch.ones(4)}
+    same_names = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    assert transfer_state(same_names, renamed) == ([], ["1.bias"])
+    assert float(same_names[1].weight.detach().mean()) == 2.0  # by name first, even where shapes repeat
+    # state_dict order: a module's own parameters, its buffers, then its children's
+    assert transfer_state(Answer(), {"x": torch.ones(3)}) == (["x"], ["first", "second", "steps", "biases.0", "biases.1",
+                                                                       "biases.2", "biases.3"])
+
+
+def test_the_weights_setting_is_checked_and_defaults_to_redrawn():
+    assert VerifierConfig().weights == "redrawn"
+    assert VerifierConfig(weights="fixed").weights == "fixed"
+    with pytest.raises(ValueError, match="redrawn, fixed"):
+        VerifierConfig(weights="frozen")
+
+
+def test_libmvec_vector_math_is_allowed_and_nothing_else_of_its_shape():
+    vector_math = ["_ZGVbN4v_expf", "_ZGVdN8v_expf", "_ZGVbN2v_log", "_ZGVeN16v_tanhf", "_ZGVbN4vv_powf", "_ZGVdN8v___expf_finite"]
+    assert forbidden_symbols(vector_math, "cpp") == []
+    refused = forbidden_symbols(["_ZGVbN4v_system", "_ZGVbN4v_dlsym", "_ZGVdN8v_expf_evil"], "cpp")
+    assert [f.symbol for f in refused] == ["_ZGVbN4v_system", "_ZGVbN4v_dlsym", "_ZGVdN8v_expf_evil"]
+
+
+def test_the_illegal_hint_matches_the_rule_preset():
+    native = compose_feedback(Status.ILLEGAL, ["x"], rules="native")
+    kernelbench = compose_feedback(Status.ILLEGAL, ["x"], rules="kernelbench")
+    assert "may only allocate and reshape" in native
+    assert "allocate and reshape" not in kernelbench and "PyTorch operators are allowed" in kernelbench
+
+
+@pytest.mark.slow
+def test_renamed_parameters_reach_the_answer(cpu_verifier, tasks: dict[str, Task]):
+    results = cpu_verifier.evaluate_many([(tasks[name], _answer(body)) for name, body in ANSWERS.items()])
+    for name, result in zip(ANSWERS, results, strict=True):
+        assert result.status is Status.OK, f"{name}: {result.feedback}"
+        assert result.weights == "redrawn" and result.to_dict()["weights"] == "redrawn"
+        assert "weights-not-redrawn" not in result.flags, name
+
+
+@pytest.mark.slow
+def test_a_weight_cached_in_init_is_named_and_passes_with_fixed_weights(cpu_verifier, tasks: dict[str, Task], cache_dir: Path):
+    task = tasks["linear"]
+    cached, flat = cpu_verifier.evaluate_many([(task, _answer(CACHED)), (task, _answer(FLAT))])
+    assert cached.status is Status.INCORRECT and "[weights-cached]" in cached.feedback, cached.feedback
+    assert "compute from the parameters in forward" in cached.feedback
+    assert flat.status is Status.OK and "weights-not-redrawn" in flat.flags, flat.feedback
+    assert "`fc.weight` (6, 12)" in flat.feedback
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=VerifierConfig(runs=3, warmup=1, weights="fixed")) as fixed:
+        result = fixed.evaluate(task, _answer(CACHED))
+    assert result.status is Status.OK and result.weights == "fixed", result.feedback
+    assert "weights-not-redrawn" not in result.flags
+
+
+@pytest.mark.slow
+def test_a_fast_math_answer_calling_glibc_vector_math_is_ok(cpu_verifier, tasks: dict[str, Task]):
+    result = cpu_verifier.evaluate(tasks["sigmoid"], FAST_MATH)
+    assert result.status is Status.OK, result.feedback
