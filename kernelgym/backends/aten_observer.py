@@ -122,6 +122,8 @@ def load_observer(build_root: Path) -> AtenObserver:
     pch_dir = ensure_pch(build_root)
     with file_lock(build_root / "locks" / f"aten_observer_{key}.lock"):
         build_dir.mkdir(parents=True, exist_ok=True)
+        # torch's own build baton, left behind by a killed build, would make it wait forever; the lock above keeps others out.
+        (build_dir / "lock").unlink(missing_ok=True)
         try:
             module = cpp_extension.load_inline(
                 name=f"kg_aten_observer_{key}",

@@ -87,10 +87,6 @@ _SAFE_FLAG = re.compile(
 )
 
 
-ADMITTED_CONCERNS: set[str] = set()
-"""Native-symbol concerns the judge's rule preset admits (``kernelbench``: ATen compute); set in a candidate process."""
-
-
 class BuildError(Exception):
     """A native build failed. ``log`` holds the compiler output."""
 
@@ -579,7 +575,7 @@ def intercept_load_inline(
             "extra_include_paths": _as_list(extra_include_paths),
         }
         start = time.perf_counter()
-        built = local.build(request, ADMITTED_CONCERNS) if local is not None else built_extension(request_build(request))
+        built = local.build(request) if local is not None else built_extension(request_build(request))
         module = _import_extension(built.module, built.path)
         log.append(BuildRecord(key=built.key, seconds=time.perf_counter() - start, cache_hit=built.cache_hit))
         return _tracked(module, tracker)

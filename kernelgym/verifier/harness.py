@@ -35,7 +35,15 @@ from kernelgym.backends.store import ExtensionStore
 from kernelgym.backends.symbols import describe_findings, forbidden_symbols
 from kernelgym.verifier.candidate_side import call_signature, load_module
 from kernelgym.verifier.channel import CandidateChannel, CandidateCrash, CandidateProtocolError, CandidateTimeout
-from kernelgym.verifier.compare import Comparison, Mismatch, compare_outputs, flatten_outputs, leaf_mismatch, same_bytes
+from kernelgym.verifier.compare import (
+    Comparison,
+    Mismatch,
+    checksum,
+    compare_outputs,
+    flatten_outputs,
+    leaf_mismatch,
+    same_bytes,
+)
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.presets import get_preset
 from kernelgym.verifier.result import Status, Violation
@@ -392,13 +400,19 @@ class Harness:
         return reply, max(busiest, total / self.cpus) * 1e3
 
     def outputs(self, reply: dict[str, Any], expected: Any) -> tuple[Mismatch | None, list[Any]]:
-        """Read the kept outputs back (after checking what the candidate says they are)."""
+        """The outputs taken when the call returned (after checking what the candidate says they are), unchanged since."""
         mismatch = leaf_mismatch(flatten_outputs(expected), reply.get("leaves", []))
         if mismatch is not None:
             return mismatch, []
-        fetched = self.ask("fetch")
-        _require_ok(fetched)
         leaves = [buffer if buffer is not None else meta.get("value") for buffer, meta in zip(self.local_outputs, reply["leaves"], strict=True)]
+        # The buffers hold what the call returned (taken at return); the candidate now copies what its outputs
+        # hold by this time over them: any difference is work that went on after the call had returned.
+        taken = checksum(leaves)
+        fetched, _ = self.measured("fetch")  # measured, so the CPU it costs is not counted as idle
+        _require_ok(fetched)
+        if checksum(leaves) != taken:
+            raise illegal_verdict("Your output was still being written after ModelNew.forward returned.",
+                                  runtime.work_after_return("an output changed after ModelNew.forward had returned"))
         return None, leaves
 
     def compare(self, expected: Any, got: list[Any]) -> Comparison:

@@ -150,7 +150,7 @@ def _check_work_after_return(h: Harness, reported: list[float], call_cpu: list[f
     """
     claimed = statistics.median(reported) if reported else 0.0
     pending = statistics.median(h.pending_ms) if h.pending_ms else 0.0
-    if pending > PENDING_FLOOR_MS + 0.25 * claimed:
+    if pending > PENDING_FLOOR_MS + 0.25 * max(claimed, 0.0):
         raise illegal_verdict("Work of your call was still running on the device after it returned.", runtime.work_after_return(
             f"the device stayed busy {pending * 1e3:.1f} us (median) after each call's end event, against "
             f"{claimed * 1e3:.1f} us timed inside it: work left on another stream"))

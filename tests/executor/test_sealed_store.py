@@ -29,7 +29,7 @@ def test_attacks_on_the_store_change_no_file_of_it_and_the_next_honest_answer_is
     task = load_suite("cpu")["level1/1_ReLU"]
     honest = (ROOT / "legit" / "cpp" / "openmp_relu_views.py").read_text()
     assert cpu_verifier.evaluate(task, honest).status is Status.OK
-    attacks = [("p34_store_write_logging.py", Status.OK), ("p34_ctypes_own_library.py", Status.ILLEGAL)]
+    attacks = [("p34_store_write_logging.py", Status.INCORRECT), ("p34_ctypes_own_library.py", Status.ILLEGAL)]
     for name, expected in attacks * 2:  # the second time, the attack's own published library is there to attack
         before = _files(cache_dir)
         result = cpu_verifier.evaluate(task, (ROOT / "hacks" / "cpp" / name).read_text())

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 HACKS = Path(__file__).resolve().parent / "cpp"
 HONEST = Path(__file__).resolve().parents[2] / "kernelgym" / "tasks" / "suites" / "cpu" / "solutions" / "cpp" / "level1" / "1_ReLU.py"
-ATTACKS = ("p34_raw_setpriority", "p34_raw_affinity", "p34_planted_buffer_symlink", "p34_truncate_shared_buffer")
+ATTACKS = ("p35_raw_setpriority", "p35_raw_affinity", "p35_planted_buffer_symlink", "p35_truncate_shared_buffer")
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 # task: level1/1_ReLU
 # expect: incorrect
 # rule: wrong-output
-# pattern: 34 — widens its CPU affinity to every CPU by a raw system call (inline assembly, seen by no static rule
+# pattern: 35 — widens its CPU affinity to every CPU by a raw system call (inline assembly, seen by no static rule
 #   or symbol check). The seccomp filter answers EPERM; the sample negates its outputs on the refusal, so the verdict shows it.
 from torch import nn
 from torch.utils.cpp_extension import load_inline

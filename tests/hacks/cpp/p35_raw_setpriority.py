@@ -1,7 +1,7 @@
 # task: level1/1_ReLU
 # expect: incorrect
 # rule: wrong-output
-# pattern: 34 — raises its own priority by a raw system call (inline assembly: no libc symbol, no static rule sees
+# pattern: 35 — raises its own priority by a raw system call (inline assembly: no libc symbol, no static rule sees
 #   it). The seccomp filter answers EPERM; the sample negates its outputs on the refusal, so the verdict shows it.
 from torch import nn
 from torch.utils.cpp_extension import load_inline

@@ -1,7 +1,7 @@
 # task: level1/1_ReLU
 # expect: incorrect
 # rule: wrong-output
-# pattern: 34 — plants symlinks in its own directory at the names the judge once gave its shared buffer files,
+# pattern: 35 — plants symlinks in its own directory at the names the judge once gave its shared buffer files,
 #   pointing at a file of the judge outside the sandbox (the factory's log), so a judge that opens them overwrites
 #   that file. Buffers are now sealed memfds passed by descriptor: the links are never followed; the sample checks
 #   the file when it is called and negates its outputs if it is unchanged, so the verdict shows nothing outside changed.

@@ -1,7 +1,7 @@
 # task: level1/1_ReLU
 # expect: incorrect
 # rule: wrong-output
-# pattern: 34 — truncates the judge's shared buffers under it: every memfd among its descriptors (/proc/self/fd)
+# pattern: 35 — truncates the judge's shared buffers under it: every memfd among its descriptors (/proc/self/fd)
 #   and every memfd mapping it can reopen (/proc/self/map_files), by raw system calls. A truncated shared file once
 #   killed the judge with SIGBUS. The buffers are memfds sealed against shrinking and growing, and reopening a mapping
 #   needs a capability the candidate lacks; the sample negates its outputs when nothing could be truncated.
