@@ -440,6 +440,14 @@ def _runtime_roots() -> tuple[str, ...]:
     return tuple(sorted({os.path.realpath(root) for root in roots}))
 
 
+@functools.lru_cache(maxsize=1)
+def _import_roots() -> tuple[str, ...]:
+    """Where this judge's own packages were imported from (``PYTHONPATH`` entries too, e.g. wheels unpacked under
+    ``/tmp``): the judge runs their code itself, and candidates can write none of them (Landlock)."""
+    roots = {os.path.realpath(entry) for entry in sys.path if entry and os.path.isabs(entry) and os.path.isdir(entry)}
+    return tuple(sorted(root for root in roots if root not in ("/", os.path.realpath(tempfile.gettempdir()))))
+
+
 def _within(path: str, root: str | Path) -> bool:
     return os.path.commonpath([path, os.path.realpath(root)]) == os.path.realpath(root)
 
@@ -458,7 +466,11 @@ def _installed(mapped: str, build_root: Path, candidate_dir: Path, backend: str)
         return True
     if backend == "triton" and _within(path, candidate_dir / ".triton" / "cache") and Path(path).name == "__triton_launcher.so":
         return True
-    if any(_within(path, place) for place in (candidate_dir, build_root.parent, tempfile.gettempdir(), "/tmp", "/dev/shm", "/var/tmp")):
+    if any(_within(path, place) for place in (candidate_dir, build_root.parent)):
+        return False
+    if any(_within(path, root) for root in _import_roots()):
+        return True
+    if any(_within(path, place) for place in (tempfile.gettempdir(), "/tmp", "/dev/shm", "/var/tmp")):
         return False
     return any(_within(path, root) for root in _runtime_roots())
 
