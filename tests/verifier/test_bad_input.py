@@ -79,17 +79,27 @@ def relu(cpu_suite) -> Task:
 
 
 def _kernelgym_processes(module: bytes = b"kernelgym.executor.worker") -> list[int]:
-    pids = []
+    """Live processes running ``module`` that descend from this test process (other kernelgym runs on the machine do not count)."""
+    parents, found = {}, []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-                alive = Path(f"/proc/{entry}/stat").read_text().split()[2] != "Z"
+                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if module in cmdline and alive:
-                pids.append(int(entry))
-    return pids
+            parents[int(entry)] = int(stat[1])
+            if module in cmdline and stat[0] != "Z":
+                found.append(int(entry))
+
+    def ours(pid: int) -> bool:
+        while pid > 1:
+            if pid == os.getpid():
+                return True
+            pid = parents.get(pid, 0)
+        return False
+
+    return [pid for pid in found if ours(pid)]
 
 
 @pytest.mark.parametrize(
