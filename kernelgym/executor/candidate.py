@@ -174,13 +174,20 @@ class CandidateProcess:
         tail = text.split("\nExtension modules:")[0][-1500:].strip()
         return (fatal or "the process ended") + (f"; last output:\n{tail}" if tail else "")
 
-    def cpu_seconds(self) -> float:
-        """CPU time its main thread has run so far (``/proc/<pid>/schedstat``; waiting for a CPU does not count)."""
+    def runnable_threads(self) -> int:
+        """How many of its threads are running or ready to run now (state ``R`` in ``/proc/<pid>/task/*/stat``)."""
+        count = 0
         try:
-            with open(f"/proc/{self.pid}/schedstat") as handle:
-                return int(handle.read().split()[0]) / 1e9
-        except (OSError, ValueError, IndexError):
-            return 0.0
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return 0
+        for tid in tids:
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/stat") as handle:
+                    count += handle.read().rsplit(")", 1)[1].split()[0] == "R"
+            except (OSError, IndexError):
+                continue
+        return count
 
     def thread_cpu_seconds(self) -> dict[int, float]:
         """CPU time each of its threads has run so far, by thread id (``/proc/<pid>/task/*/schedstat``).

@@ -186,7 +186,6 @@ def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracke
         "pending_ms": pending_ms,
         "leaves": [leaf_meta(leaf, storages) for leaf in leaves],
         "ops": sorted(ops | set(guard.compute_ops if guard is not None else ())),
-        "watched": "python+native" if guard is not None and observer is not None else ("python" if guard is not None else "native"),
         "kernel_calls": tracker.calls,
     }
 

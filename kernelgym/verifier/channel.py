@@ -50,8 +50,8 @@ class CandidateChannel(Protocol):
         """Send a command, return the candidate's JSON reply (raises the exceptions above)."""
         ...
 
-    def cpu_seconds(self) -> float:
-        """CPU time the candidate's main thread has run so far, read from outside."""
+    def runnable_threads(self) -> int:
+        """How many threads of the candidate are running or ready to run, read from outside."""
         ...
 
     def thread_cpu_seconds(self) -> dict[int, float]:

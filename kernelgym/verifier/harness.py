@@ -53,6 +53,9 @@ from kernelgym.verifier.trial_inputs import SharedBuffers
 __all__ = ["Harness", "Progress", "Verdict", "clone_values", "illegal_verdict", "mismatch_verdict", "redrawable_state", "tolerances",
            "perf_counter"]
 
+IDLE_WAIT_SECONDS = 0.05
+"""How long the judge waits for a candidate's threads to stop running before it reads its outputs again (host)."""
+
 # Captured at import, before anything else runs in this process.
 perf_counter = time.perf_counter
 
@@ -412,12 +415,24 @@ class Harness:
         if self.device.type != "cpu":
             return None, leaves
         taken = checksum(leaves)
+        self.wait_until_idle()
         fetched, _ = self.measured("fetch")  # measured, so the CPU it costs is not counted as idle
         _require_ok(fetched)
         if checksum(leaves) != taken:
             raise illegal_verdict("Your output was still being written after ModelNew.forward returned.",
                                   runtime.work_after_return("an output changed after ModelNew.forward had returned"))
         return None, leaves
+
+    def wait_until_idle(self) -> None:
+        """Wait, at most :data:`IDLE_WAIT_SECONDS`, until no thread of the candidate is runnable.
+
+        Its main thread waits for the next command once it has replied; a thread still running then is
+        work that outlived the call, given the CPU here (the candidate may share one with this worker)
+        so that what it writes shows when the outputs are read again.
+        """
+        deadline = perf_counter() + IDLE_WAIT_SECONDS
+        while self.candidate.runnable_threads() and perf_counter() < deadline:
+            time.sleep(0.001)
 
     def compare(self, expected: Any, got: list[Any]) -> Comparison:
         atol, rtol = tolerances(self.job)

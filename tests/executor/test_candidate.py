@@ -51,7 +51,7 @@ def test_it_answers_loads_and_reports_its_process(candidate: CandidateProcess):
     assert reply["ok"] and "ModelNew" in reply["mro"] and reply["state"] == []
     state = candidate.process_state()
     assert int(state["threads"]) >= 1 and state["affinity"] and "RLIMIT_AS" in state
-    assert candidate.cpu_seconds() > 0.0
+    assert sum(candidate.thread_cpu_seconds().values()) > 0.0
 
 
 def test_an_unsolicited_message_is_a_protocol_error(candidate: CandidateProcess):
