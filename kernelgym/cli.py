@@ -1,4 +1,4 @@
-"""The kernelgym command line: ``eval``, ``tasks``, ``bench``, ``train``, ``cache`` and ``serve``.
+"""The kernelgym command line: ``eval``, ``tasks``, ``bench``, ``train``, ``prepare``, ``cache`` and ``serve``.
 
 Holds:
     main: the entry point (``kernelgym = kernelgym.cli:main``).
@@ -7,16 +7,20 @@ Holds:
 ``eval`` judges one answer against one task, or a folder / JSONL file of many
 answers in one batch (``kernelgym.bench.generations``); ``tasks`` lists a suite;
 ``bench`` runs an agent over a suite (``kernelgym.bench``); ``train``
-launches verl GRPO training (``kernelgym.training.launcher``); ``cache`` shows or
+launches verl GRPO training (``kernelgym.training.launcher``); ``prepare`` does the
+one-time builds ahead (``kernelgym.executor.prepare``); ``cache`` shows or
 trims the build cache (``kernelgym.backends.cache``); ``serve`` keeps a warm judge
 behind an HTTP API (``kernelgym.serve``). A mistake the user can
-fix ends in one line, ``kernelgym: error: ...``, and exit status 2.
+fix ends in one line, ``kernelgym: error: ...``, and exit status 2. SIGTERM and
+SIGHUP end a command as Ctrl-C does: its workers, and every build they started, are
+stopped before it exits.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,7 +36,7 @@ EXIT_CODES = (
     (1, "`eval` of one answer: it was judged and is not ok (its status says why)"),
     (2, "a usage or input error (one line on stderr says what to do)"),
     (3, "`eval` of one answer: the judge itself failed (status judge_error); says nothing about the answer, try again"),
-    (130, "interrupted (Ctrl-C); `bench` and `eval` of many answers continue with --resume"),
+    (130, "interrupted (Ctrl-C, SIGTERM, SIGHUP); `bench` and `eval` of many answers continue with --resume"),
     (141, "the program reading the output stopped early (e.g. `| head`)"),
 )
 
@@ -285,6 +289,32 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     serve.set_defaults(func=_serve)
 
 
+def _prepare(args: argparse.Namespace) -> int:
+    from kernelgym.backends import get_backend
+    from kernelgym.backends.cache import default_cache_dir
+    from kernelgym.executor.prepare import prepare
+
+    get_backend(args.backend)  # an unknown name: one line and exit status 2
+    cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    print(f"kernelgym prepare: one-time builds of the {args.backend} backend in {cache_dir}", file=sys.stderr)
+    failed = prepare(args.backend, cache_dir, lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+    return 1 if failed else 0
+
+
+def _add_prepare(sub: argparse._SubParsersAction) -> None:
+    prepare = sub.add_parser(
+        "prepare", help="do the one-time builds ahead (precompiled header, ATen observer, symbol floor)",
+        description="Do a backend's one-time builds now, side by side, saying what is built and how long it takes: "
+        "the precompiled torch/extension.h, the ATen observer and the toolchain floor of the symbol check. "
+        "They are kept in the build cache, once per machine and toolchain; without them the first judgement "
+        "builds them (minutes on a fresh machine) and later workers start in seconds. Exit status 1 when one "
+        "could not be built (workers then do without it, as they would at their start).",
+    )
+    prepare.add_argument("--backend", default="cpp", help="cpp, cuda, triton or musa (default: cpp)")
+    prepare.add_argument("--cache-dir", default=None, help="build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
+    prepare.set_defaults(func=_prepare)
+
+
 def _add_cache(sub: argparse._SubParsersAction) -> None:
     from kernelgym.backends.cache import DEFAULT_MAX_GB, MAX_GB_ENV
 
@@ -334,6 +364,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_train_arguments(train)
     train.set_defaults(func=train_main)
+    _add_prepare(sub)
     _add_cache(sub)
     _add_serve(sub)
     return parser
@@ -350,8 +381,18 @@ def _run(args: argparse.Namespace) -> int:
         return 130
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (see :data:`EXIT_CODES`)."""
+    """Run the command line; returns the exit status (see :data:`EXIT_CODES`).
+
+    SIGTERM and SIGHUP are handled as Ctrl-C: the command unwinds, so its verifier stops its workers
+    (each in its own session, builds included) instead of leaving them to finish without it.
+    """
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     try:
         code = _run(_parser().parse_args(argv))
         sys.stdout.flush()

@@ -3,6 +3,7 @@
 Holds:
     AtenObserver: arm/disarm/ops over a global ``at::RecordFunction`` callback.
     load_observer: build (once per build cache) and load the observer extension.
+    observer_built: whether that build is already done.
     OBSERVER_SOURCE: the C++ source of the extension.
 
 The Python dispatch guard (a ``TorchDispatchMode``) sees only what reaches the
@@ -35,7 +36,7 @@ from kernelgym.backends.native import (
     toolchain_fingerprint,
 )
 
-__all__ = ["OBSERVER_SOURCE", "AtenObserver", "load_observer"]
+__all__ = ["OBSERVER_SOURCE", "AtenObserver", "load_observer", "observer_built"]
 
 OBSERVER_SOURCE = r"""
 #include <torch/extension.h>
@@ -109,6 +110,17 @@ class AtenObserver:
         return list(self.module.ops())
 
 
+def _build_dir(build_root: Path) -> Path:
+    key = hashlib.sha256((OBSERVER_SOURCE + toolchain_fingerprint(("c++",))).encode()).hexdigest()[:16]
+    return build_root / "aten_observer" / key
+
+
+def observer_built(build_root: Path) -> bool:
+    """Whether the observer extension of this toolchain is already built in ``build_root``."""
+    build_dir = _build_dir(build_root)
+    return any(build_dir.glob(f"kg_aten_observer_{build_dir.name}*.so"))
+
+
 def load_observer(build_root: Path) -> AtenObserver:
     """Build the observer extension into ``build_root`` (once per source and toolchain) and load it.
 
@@ -117,8 +129,8 @@ def load_observer(build_root: Path) -> AtenObserver:
     """
     from torch.utils import cpp_extension
 
-    key = hashlib.sha256((OBSERVER_SOURCE + toolchain_fingerprint(("c++",))).encode()).hexdigest()[:16]
-    build_dir = build_root / "aten_observer" / key
+    build_dir = _build_dir(build_root)
+    key = build_dir.name
     pch_dir = ensure_pch(build_root)
     with file_lock(build_root / "locks" / f"aten_observer_{key}.lock"):
         build_dir.mkdir(parents=True, exist_ok=True)

@@ -61,6 +61,7 @@ __all__ = [
     "floor_record",
     "floor_stores",
     "intercept_load_inline",
+    "pch_target",
     "prepare_floor",
     "ToolchainFloor",
     "toolchain_floor",
@@ -449,6 +450,34 @@ def _torch_cxx_standard() -> str:
     return found.group(0) if found else "-std=c++17"
 
 
+def _pch_command(cuda: bool) -> list[str] | None:
+    """The compiler command that precompiles ``torch/extension.h`` (``None``: no CUDA toolkit for ``cuda``)."""
+    import sysconfig
+
+    from torch.utils import cpp_extension
+
+    include = Path(cpp_extension.include_paths()[0])
+    if cuda and cpp_extension.CUDA_HOME is None:
+        return None
+    device = ["-isystem", str(Path(cpp_extension.CUDA_HOME) / "include")] if cuda else []
+    return [
+        "c++", "-x", "c++-header", str(include / "torch" / "extension.h"),
+        "-isystem", str(include), "-isystem", str(include / "torch" / "csrc" / "api" / "include"), *device,
+        "-isystem", sysconfig.get_path("include"),
+        "-DTORCH_API_INCLUDE_EXTENSION_H", "-fPIC", _torch_cxx_standard(),
+        *(CANONICAL_CUDA_HOST_CFLAGS if cuda else CANONICAL_CFLAGS),
+    ]
+
+
+def pch_target(build_root: Path, cuda: bool = False) -> Path | None:
+    """Where :func:`ensure_pch` keeps the precompiled header for this toolchain (``None``: none can be made)."""
+    command = _pch_command(cuda)
+    if command is None:
+        return None
+    digest = hashlib.sha256(json.dumps([command, toolchain_fingerprint(("c++",))]).encode()).hexdigest()[:16]
+    return build_root / "pch" / digest / "torch" / "extension.h.gch"
+
+
 def ensure_pch(build_root: Path, cuda: bool = False) -> Path | None:
     """Precompile ``torch/extension.h`` for the canonical flags into the cache; return its include dir.
 
@@ -463,24 +492,10 @@ def ensure_pch(build_root: Path, cuda: bool = False) -> Path | None:
     ``use_pch`` writes there, and deletes it whenever a build does not use it).
     Returns ``None`` when it cannot be built.
     """
-    import sysconfig
-
-    from torch.utils import cpp_extension
-
-    include = Path(cpp_extension.include_paths()[0])
-    if cuda and cpp_extension.CUDA_HOME is None:
+    command, target = _pch_command(cuda), pch_target(build_root, cuda)
+    if command is None or target is None:
         return None
-    device = ["-isystem", str(Path(cpp_extension.CUDA_HOME) / "include")] if cuda else []
-    command = [
-        "c++", "-x", "c++-header", str(include / "torch" / "extension.h"),
-        "-isystem", str(include), "-isystem", str(include / "torch" / "csrc" / "api" / "include"), *device,
-        "-isystem", sysconfig.get_path("include"),
-        "-DTORCH_API_INCLUDE_EXTENSION_H", "-fPIC", _torch_cxx_standard(),
-        *(CANONICAL_CUDA_HOST_CFLAGS if cuda else CANONICAL_CFLAGS),
-    ]
-    digest = hashlib.sha256(json.dumps([command, toolchain_fingerprint(("c++",))]).encode()).hexdigest()[:16]
-    pch_dir = build_root / "pch" / digest
-    target = pch_dir / "torch" / "extension.h.gch"
+    pch_dir = target.parent.parent
     with file_lock(build_root / "pch.lock"):
         if target.exists():
             _write_forwarder(pch_dir)

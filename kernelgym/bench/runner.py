@@ -29,11 +29,13 @@ import sys
 import warnings
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
 from kernelgym.agents.base import Agent, AgentError, AgentRequest, BaseAgent, Exchange, make_agent
+from kernelgym.backends.cache import default_cache_dir
 from kernelgym.bench.config import BenchConfig, BenchSummary
 from kernelgym.bench.metrics import (
     Attempt,
@@ -53,6 +55,7 @@ from kernelgym.bench.runs import (
 )
 from kernelgym.envs.kernel_env import KernelEnv, LazyVerifier, VerifierLike, resolve_suite, step_batch
 from kernelgym.errors import KernelGymError, MissingExtraError
+from kernelgym.executor.prepare import pending_builds
 from kernelgym.tasks import default_backend
 from kernelgym.tasks.task import Task, TaskSuite
 from kernelgym.verifier.result import EvalResult
@@ -82,8 +85,9 @@ class _Episode:
 class Progress:
     """Episodes (or answers) finished, on stderr: tqdm when installed, else a plain counter."""
 
-    def __init__(self, total: int, done: int, passed: int, enabled: bool, label: str) -> None:
+    def __init__(self, total: int, done: int, passed: int, enabled: bool, label: str, waiting_for: Sequence[str] = ()) -> None:
         self.total, self.done, self.passed, self.enabled, self.label = total, done, passed, enabled, label
+        self.waiting_for = list(waiting_for)  # one-time builds the first answer waits for
         self._bar = None
         if enabled:
             try:
@@ -98,6 +102,19 @@ class Progress:
         """Say what the run is doing now (asking the agent, judging answers)."""
         if self._bar is not None:
             self._bar.set_description_str(f"{self.label} [{text}]")
+
+    def judging(self, judged: int, total: int) -> None:
+        """Say how many answers of the batch being judged are done (and, before the first, what it waits for)."""
+        text = f"judged {judged}/{total} answers"
+        if judged == 0 and self.waiting_for:
+            text += (f"; first the one-time builds ({', '.join(self.waiting_for)}): minutes, once per machine "
+                     "(`kernelgym prepare` does them ahead)")
+        elif judged:
+            self.waiting_for = []
+        if self._bar is not None:
+            self.stage(text)
+        elif self.enabled:
+            print(f"\r{self.label}: {text}", end="\n" if judged == total else "", file=sys.stderr)
 
     def advance(self, passed: bool) -> None:
         self.done += 1
@@ -173,8 +190,7 @@ def _advance(
         answers = [next(given) if e.retry_answer is None else e.retry_answer for e in active]
         for episode in active:
             episode.retry_answer = None
-        progress.stage(f"judging {len(answers)} answers")
-        stepped = step_batch([episode.env for episode in active], answers, verifier, keep_judge_errors=True)
+        stepped = step_batch([episode.env for episode in active], answers, _Counted(verifier, progress), keep_judge_errors=True)
         for episode, request, answer, (result, step) in zip(active, requests, answers, stepped, strict=True):
             if step is None:  # the judge failed, not the answer: recorded, and judged again on --resume
                 sink.write(json.dumps(attempt_record(episode.task, episode.sample, request.turn, answer, result, False, False)) + "\n")
@@ -192,6 +208,32 @@ def _advance(
                 episode.done = True
                 progress.advance(episode.passed)
         active = [e for e in active if not e.done]
+
+
+class _Counted:
+    """The verifier, with each answer counted on the progress line as it is judged (not when its batch is)."""
+
+    def __init__(self, verifier: VerifierLike, progress: Progress) -> None:
+        self.verifier, self.progress = verifier, progress
+
+    def evaluate(self, task: Task, text: str) -> EvalResult:
+        return self.evaluate_many([(task, text)])[0]
+
+    def evaluate_many(self, pairs: list[tuple[Task, str]]) -> list[EvalResult]:
+        total = len(pairs)
+        self.progress.judging(0, total)
+        submit = getattr(self.verifier, "submit", None)
+        if submit is None:
+            results = list(self.verifier.evaluate_many(pairs))
+            self.progress.judging(total, total)
+            return results
+        futures = [submit(task, text) for task, text in pairs]
+        for done, _ in enumerate(as_completed(futures), 1):
+            self.progress.judging(done, total)
+        return [future.result() for future in futures]
+
+    def close(self) -> None:
+        self.verifier.close()
 
 
 def batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -304,7 +346,9 @@ def run_bench(config: BenchConfig, *, agent: Agent | None = None, verifier: Veri
         recorded = [prior.get((task.id, sample), []) for task, sample in keys]
         pending = [key for key, records in zip(keys, recorded, strict=True) if not (records and records[-1]["final"])]
         passed = sum(any(r["status"] == "ok" for r in records) for records in recorded if records and records[-1]["final"])
-        progress = Progress(len(keys), len(keys) - len(pending), passed, config.progress, f"bench {agent.name}")
+        waiting_for = pending_builds(backend, Path(config.cache_dir) if config.cache_dir else default_cache_dir()) \
+            if pending and config.executor == "local" else []
+        progress = Progress(len(keys), len(keys) - len(pending), passed, config.progress, f"bench {agent.name}", waiting_for)
         try:
             with (out / ATTEMPTS_FILE).open("a", encoding="utf-8") as sink:
                 for batch in batches(pending, config.batch_size):

@@ -6,7 +6,8 @@ Holds:
     main: the sandbox's entry point (``python -m kernelgym.executor.builder``, a plan on stdin).
 
 The sources are the candidate's, so the compiler runs apart from the trusted
-worker: in a new session (killed whole when its time is up), with Landlock
+worker: in a process group of its own within the worker's session (killed whole when its time
+is up, or with the worker's session when the worker is stopped), with Landlock
 leaving only its build directory writable, and with torch's loader told to build
 without importing the result (the library's static initialisers are candidate code).
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from kernelgym.backends.native import BuildError
 from kernelgym.backends.trusted_build import BuildPlan, Compile
-from kernelgym.executor.sandbox import die_with_parent, kill_session, restrict_filesystem
+from kernelgym.executor.sandbox import die_with_parent, kill_group, own_group, restrict_filesystem
 
 __all__ = ["main", "sandboxed_compile"]
 
@@ -38,16 +39,16 @@ def sandboxed_compile(loader: str) -> Compile:
         env = {**os.environ, "HOME": str(directory), "TMPDIR": str(directory)}
         process = subprocess.Popen([sys.executable, "-m", "kernelgym.executor.builder"], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=directory, env=env,
-                                   start_new_session=True, text=True)
+                                   text=True, **own_group())
         try:
             log, _ = process.communicate(spec, timeout=timeout)
         except subprocess.TimeoutExpired:
-            kill_session(process.pid)
+            kill_group(process.pid)
             process.kill()
             process.communicate()
             raise BuildError(f"the build took longer than its {timeout:.0f} s budget and was stopped") from None
         finally:
-            kill_session(process.pid)  # nothing it started outlives it
+            kill_group(process.pid)  # nothing it started outlives it
         if process.returncode == _COMPILE_FAILED:
             raise BuildError("native build failed", log=log[-_MAX_LOG_CHARS:])
         if process.returncode != 0:

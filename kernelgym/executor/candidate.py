@@ -46,7 +46,9 @@ from kernelgym.executor.sandbox import (
     deny_syscalls,
     die_with_parent,
     drop_privileges,
+    kill_group,
     kill_session,
+    own_group,
     restrict_filesystem,
     seccomp_unavailable,
 )
@@ -268,7 +270,7 @@ class CandidateFactory:
                 [sys.executable, "-m", "kernelgym.executor.candidate", str(child.fileno()), str(cache_dir),
                  json.dumps(asdict(policy)), backend],
                 pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=environment, cwd=parent_dir, start_new_session=True,
+                env=environment, cwd=parent_dir, **own_group(),  # in the worker's session: stopped with it
             )
         finally:
             child.close()
@@ -299,7 +301,7 @@ class CandidateFactory:
         """Stop the factory (its candidates die with it)."""
         with contextlib.suppress(OSError):
             self.control.close()
-        kill_session(self.process.pid)
+        kill_group(self.process.pid)  # its own builds (the observer's) included
         with contextlib.suppress(OSError):
             self.process.kill()
         self.process.wait()

@@ -66,8 +66,11 @@ class WorkerHandle:
         self.conn: Connection | None = None
         self.work_dir: Path | None = None
         self.confinement = ""
+        self.closed = False
 
     def _start(self) -> None:
+        if self.closed:
+            raise RuntimeError("the judge is shutting down")
         remove_orphaned_work_dirs()
         self.work_dir = Path(tempfile.mkdtemp(prefix=_WORK_DIR_PREFIX))
         (self.work_dir / _OWNER_FILE).write_text(str(os.getpid()))
@@ -94,24 +97,31 @@ class WorkerHandle:
             child.close()
             log.close()
         self.conn = Connection(parent.detach())
+        if self.closed:  # closed while it was being started: stopped here, by the thread that started it
+            self.stop()
+            raise RuntimeError("the judge is shutting down")
         kind, info = self._receive(_STARTUP_SECONDS)[:2]
         if kind != "ready":
             raise RuntimeError(f"worker failed to start: {info}")
         self.confinement = info
 
     def _receive(self, timeout: float) -> tuple:
-        assert self.conn is not None
-        if not self.conn.poll(timeout):
-            return ("timeout", None)
+        conn = self.conn
+        if conn is None:  # stopped from another thread (the pool was closed)
+            return ("crash", "the worker was stopped")
         try:
-            return self.conn.recv()
+            if not conn.poll(timeout):
+                return ("timeout", None)
+            return conn.recv()
         except (EOFError, OSError):
             return ("crash", self._crash_reason())
 
     def _crash_reason(self) -> str:
-        assert self.process is not None
+        process = self.process
+        if process is None:
+            return "the worker was stopped"
         try:
-            code = self.process.wait(timeout=5)
+            code = process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             code = None
         if code is not None and code < 0:
@@ -125,14 +135,14 @@ class WorkerHandle:
 
     def stop(self) -> None:
         """Kill the worker, everything it started, and remove its directory."""
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
-        if self.process is not None:
-            kill_session(self.process.pid)
-            self.process.kill()
-            self.process.wait()
-            self.process = None
+        process, self.process = self.process, None
+        if process is not None:
+            kill_session(process.pid)  # first: a thread waiting on the connection then sees it close
+            process.kill()
+            process.wait()
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.close()
         if self.work_dir is not None:
             shutil.rmtree(self.work_dir, ignore_errors=True)
             self.work_dir = None
@@ -197,6 +207,7 @@ class _WorkerPool:
     """Workers of one kind and the threads that drive them; a job takes whichever worker is idle."""
 
     def __init__(self, workers: list[WorkerHandle], name: str) -> None:
+        self.workers = list(workers)
         self.idle = list(workers)
         self.lock = threading.Lock()
         self.threads = ThreadPoolExecutor(len(workers), thread_name_prefix=name)
@@ -214,9 +225,12 @@ class _WorkerPool:
         return self.threads.submit(self._run, job)
 
     def close(self) -> None:
-        self.threads.shutdown(wait=True)
-        for worker in self.idle:
+        """Stop every worker, busy ones included (a job still running ends as a crash), then the threads."""
+        self.threads.shutdown(wait=False, cancel_futures=True)
+        for worker in self.workers:
+            worker.closed = True
             worker.stop()
+        self.threads.shutdown(wait=True)
 
 
 @register_executor("local")

@@ -6,6 +6,7 @@ Holds:
     apply_limits: resource limits via ``setrlimit``.
     restrict_filesystem: Landlock write confinement and TCP denial, where the kernel offers it.
     kill_session: kill every process of a worker's session (fork bombs included).
+    kill_group, own_group: start a trusted helper in a process group of the worker's session, and stop it whole.
     die_with_parent: have the kernel kill this process when its parent dies.
     SandboxError: a confinement the OS offers could not be applied (the candidate must not run).
     drop_privileges: ``no_new_privs`` and no capability left (bounding set included).
@@ -23,11 +24,12 @@ import platform
 import resource
 import signal
 import struct
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SandboxPolicy", "scrubbed_environment", "apply_limits", "restrict_filesystem", "kill_session", "die_with_parent",
+__all__ = ["SandboxPolicy", "scrubbed_environment", "apply_limits", "restrict_filesystem", "kill_session", "kill_group", "own_group", "die_with_parent",
            "SandboxError", "drop_privileges", "DENIED_SYSCALLS", "deny_syscalls", "seccomp_unavailable"]
 
 _KEEP_ENV = (
@@ -161,7 +163,8 @@ def restrict_filesystem(writable: tuple[str, ...]) -> str:
     return f"landlock abi {abi}"
 
 
-def _session_members(sid: int) -> list[int]:
+def _session_members(sid: int, field: int = 3) -> list[int]:
+    """Live processes whose session (``field=3``) or process group (``field=2``) is ``sid``."""
     members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -171,7 +174,7 @@ def _session_members(sid: int) -> list[int]:
                 fields = handle.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if fields[0] != "Z" and int(fields[3]) == sid:  # after the name: state, ppid, pgrp, session
+        if fields[0] != "Z" and int(fields[field]) == sid:  # after the name: state, ppid, pgrp, session
             members.append(int(entry))
     return members
 
@@ -186,6 +189,28 @@ def kill_session(sid: int, rounds: int = 50) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.02)
+
+
+def kill_group(pgid: int, rounds: int = 50) -> None:
+    """SIGKILL every process in process group ``pgid`` until none is left (bounded)."""
+    for _ in range(rounds):
+        members = _session_members(pgid, field=2)
+        if not members:
+            return
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+
+
+def own_group() -> dict[str, object]:
+    """``Popen`` arguments that start a trusted helper in a process group of its own, in the caller's session.
+
+    The helper and what it starts (ninja, the compilers) can be stopped as one group, and they stay in
+    the worker's session, so stopping the worker's session (:func:`kill_session`) stops them too: a
+    ``kernelgym`` command that is stopped leaves no build running.
+    """
+    return {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 
 
 def die_with_parent() -> None:

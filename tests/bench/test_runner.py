@@ -272,3 +272,11 @@ def test_dry_run_lists_the_gpu_tasks_without_a_cuda_solution_as_skipped(
     assert plan_bench(BenchConfig(suite="gpu", backend="triton"), SolutionsAgent()).skipped.keys() == {
         task.id for task in gpu if "triton" not in task.solutions
     }
+
+
+def test_the_progress_line_counts_answers_as_they_are_judged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = BenchConfig(suite="cpu", agent="random", agent_options={"modes": ["garbage"], "seed": 1},
+                         limit=3, out_dir=str(tmp_path), plots=False, progress=True)
+    run_bench(config)
+    err = capsys.readouterr().err
+    assert "judged 0/3 answers" in err and "judged 1/3 answers" in err and "judged 3/3 answers" in err
