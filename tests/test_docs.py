@@ -23,6 +23,7 @@ pytestmark = pytest.mark.slow  # the snippets build the bundled solutions (cache
 
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+_EXTENDED = {"bench.md"}  # its walkthrough judges whole suites (minutes): run with -m extended
 FENCE = re.compile(r"^```(python|bash)\s*$")
 NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(.+?)\s*-->$")
 
@@ -74,7 +75,9 @@ def scratch(tmp_path: Path, cache_dir: Path) -> tuple[Path, dict[str, str]]:
     return tmp_path, env
 
 
-@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.relative_to(REPO).as_posix())
+@pytest.mark.parametrize("document", [
+    pytest.param(d, marks=pytest.mark.extended) if d.name in _EXTENDED else d for d in DOCUMENTS
+], ids=lambda path: path.relative_to(REPO).as_posix())
 def test_snippets_run_as_written(document: Path, scratch: tuple[Path, dict[str, str]]) -> None:
     folder, env = scratch
     runnable = [(line, language, code) for line, language, code, why in snippets(document) if why is None]

@@ -36,7 +36,10 @@ from kernelgym.backends.native import (
     toolchain_fingerprint,
 )
 
-__all__ = ["OBSERVER_SOURCE", "AtenObserver", "load_observer", "observer_built"]
+__all__ = ["OBSERVER_SOURCE", "SAMPLING", "AtenObserver", "load_observer", "observer_built"]
+
+SAMPLING = 0.1
+"""The probability with which the observer sees each operator call of a credited call (the calls it watches whole see all)."""
 
 OBSERVER_SOURCE = r"""
 #include <torch/extension.h>
@@ -50,7 +53,8 @@ namespace {
 std::mutex names_mutex;
 std::vector<std::string> names;
 std::atomic<bool> armed{false};
-at::CallbackHandle handle = 0;
+at::CallbackHandle every_call = 0;  // sees every operator call
+at::CallbackHandle sampled = 0;     // sees each operator call with a fixed probability: off the fast path only then
 
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
     if (armed.load(std::memory_order_relaxed)) {
@@ -61,17 +65,27 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
 }
 }  // namespace
 
-void arm() {
-    if (handle == 0) {
-        handle = at::addGlobalCallback(at::RecordFunctionCallback(on_enter).scopes({at::RecordScope::FUNCTION}));
+void arm(bool every, double probability) {
+    if (every_call == 0) {
+        every_call = at::addGlobalCallback(at::RecordFunctionCallback(on_enter).scopes({at::RecordScope::FUNCTION}));
+        sampled = at::addGlobalCallback(
+            at::RecordFunctionCallback(on_enter).scopes({at::RecordScope::FUNCTION}).samplingProb(probability));
     }
-    std::lock_guard<std::mutex> lock(names_mutex);
-    names.clear();
+    {
+        std::lock_guard<std::mutex> lock(names_mutex);
+        names.clear();
+    }
+    at::disableCallback(every ? sampled : every_call);
+    at::reenableCallback(every ? every_call : sampled);
     armed.store(true);
 }
 
 std::vector<std::string> disarm() {
     armed.store(false);
+    if (every_call != 0) {
+        at::disableCallback(every_call);
+        at::disableCallback(sampled);
+    }
     std::lock_guard<std::mutex> lock(names_mutex);
     return names;
 }
@@ -97,9 +111,13 @@ class AtenObserver:
 
     module: Any
 
-    def arm(self) -> None:
-        """Start recording, from an empty list (installs the global callback on first use)."""
-        self.module.arm()
+    def arm(self, every: bool = True) -> None:
+        """Start recording, from an empty list (installs the global callbacks on first use).
+
+        ``every``: record every operator call; else each one with probability :data:`SAMPLING` (a call
+        not sampled stays on the dispatcher's fast path, so the guard costs the call almost nothing).
+        """
+        self.module.arm(every, SAMPLING)
 
     def disarm(self) -> list[str]:
         """Stop recording; return the operator names recorded since :meth:`arm`, in call order."""

@@ -99,6 +99,17 @@ def main(argv: list[str]) -> int:
     def spawn() -> CandidateProcess:
         return factory.spawn(_CANDIDATE_STARTUP_SECONDS, startup)
 
+    def twin() -> CandidateProcess:
+        """A process made like the candidate's, pinned where it is, for the reference's timing on a host."""
+        process = spawn()
+        try:
+            process.wait_ready(_CANDIDATE_STARTUP_SECONDS)
+        except Exception:
+            process.close()
+            raise
+        process.pin(mine)
+        return process
+
     # One candidate forked ahead: its device context is created while the previous answer is judged.
     spares = [spawn()]
     conn.send(("ready", "trusted worker; each candidate is confined in its own process"))
@@ -123,7 +134,8 @@ def main(argv: list[str]) -> int:
                 candidate.pin(mine)
                 if builder is not None:
                     candidate.build_service = functools.partial(builder.serve, admitted=get_preset(job.config.rules).admitted_concerns)
-                result = judge(job, candidate, build_root, job_dir, on_stage=lambda stage, budget: conn.send(("stage", stage, budget)))
+                result = judge(job, candidate, build_root, job_dir, on_stage=lambda stage, budget: conn.send(("stage", stage, budget)),
+                               twin=twin)
             except Exception as exc:  # the candidate's process never came up
                 result = None
                 conn.send(("failed", f"the candidate's process could not start: {exc}"))

@@ -165,7 +165,7 @@ def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracke
     timer = backend.call_timer()
     timer.flush()
     if observer is not None:
-        observer.arm()
+        observer.arm(every=python_guard)
     try:
         with torch.set_grad_enabled(grad), tracker.watching(), (guard if guard is not None else contextlib.nullcontext()):
             timer.start()

@@ -50,7 +50,7 @@ from kernelgym.verifier.result import Status, Violation
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.trial_inputs import SharedBuffers
 
-__all__ = ["Harness", "Progress", "Verdict", "clone_values", "illegal_verdict", "mismatch_verdict", "redrawable_state", "tolerances",
+__all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "mismatch_verdict", "redrawable_state", "tolerances",
            "perf_counter"]
 
 IDLE_WAIT_SECONDS = 0.05
@@ -124,8 +124,10 @@ class Harness:
     """The reference, the candidate's process and the stage clock, for one job."""
 
     def __init__(self, job: JudgeJob, backend: Backend, candidate: CandidateChannel, build_root: Path, work_dir: Path,
-                 on_stage: Callable[[str, float], None], progress: Progress) -> None:
+                 on_stage: Callable[[str, float], None], progress: Progress,
+                 twin: Callable[[], CandidateChannel] | None = None) -> None:
         self.job = job
+        self.twin = twin  # a fresh process made like the candidate's, for the reference's timing (host devices)
         self.build_root = build_root
         self.config = job.config
         self.backend = backend
@@ -270,7 +272,7 @@ class Harness:
         torch.manual_seed(seed)
         self.init_inputs = list(self.reference.get_init_inputs())
         reference = self.initial_reference()
-        reply = self.ask("construct", seed, self.init_inputs, _host_state(reference))
+        reply = self.ask("construct", seed, self.init_inputs, host_state(reference))
         _require_ok(reply)
         self.observe_state(reply, "while building ModelNew")
         reported = reply.get("unplaced")
@@ -282,7 +284,7 @@ class Harness:
 
     def send_state(self, reference: torch.nn.Module) -> None:
         """Load ``reference``'s parameters and buffers into ``ModelNew`` (by name, then by registration order)."""
-        reply = self.ask("state", _host_state(reference))
+        reply = self.ask("state", host_state(reference))
         _require_ok(reply)
 
     def initial_reference(self, seed: int | None = None) -> torch.nn.Module:
@@ -494,7 +496,8 @@ def _installed(mapped: str, build_root: Path, candidate_dir: Path, backend: str)
     return any(_within(path, root) for root in _runtime_roots())
 
 
-def _host_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+def host_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """``model``'s parameters and buffers, copied to the host (what a candidate process is sent)."""
     return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
 

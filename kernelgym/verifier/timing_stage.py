@@ -12,6 +12,7 @@ import hashlib
 import json
 import random
 import statistics
+from time import perf_counter
 from typing import Any
 
 import torch
@@ -20,11 +21,12 @@ from kernelgym.backends import KernelTracker
 from kernelgym.backends.base import median_and_iqr
 from kernelgym.backends.store import judge_dir
 from kernelgym.verifier.candidate_side import run_call
-from kernelgym.verifier.compare import checksum
-from kernelgym.verifier.harness import Harness, illegal_verdict, mismatch_verdict
+from kernelgym.verifier.compare import checksum, flatten_outputs
+from kernelgym.verifier.harness import Harness, host_state, illegal_verdict, mismatch_verdict
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.timing_audit import audit_claims
 from kernelgym.verifier.trial_inputs import Refresher, draw_inputs, tensor_bytes
+from kernelgym.verifier.twin import ReferenceTwin, TwinUnavailable
 
 __all__ = ["time_stage", "PENDING_FLOOR_MS", "IDLE_SPIN_MS"]
 
@@ -33,6 +35,7 @@ _VERIFY_ALL_SECONDS = 3.0
 _VERIFY_ALL_BYTES = 64 * 1024**2
 _SAMPLED_CALLS = 8
 _PROBES = 5
+_TWIN_WARMUP = 10
 
 PENDING_FLOOR_MS = 0.05
 """Device time after a call's end event that is the synchronization's own cost, not left-over work."""
@@ -87,32 +90,49 @@ def time_stage(h: Harness) -> None:
     tracker = KernelTracker()
     with torch.no_grad():
         h.bind(inputs, expected)
+        twin = _start_twin(h, reference, inputs, expected)
         del expected
         h.last_reading, h.idle_cpu_ms, h.pending_ms = None, [], []
-        for i in range(total):
-            refresher.refresh(inputs)
-            if i in probed:  # the harness alone, in the candidate's process, between calls at random
-                probes.append(h.measured("probe", False, False)[1])
-            reply, own = h.call(inputs, False, False, python_guard=i in watched)
-            call_cpu.append(own)
-            # The reference, timed right after on the same inputs, the same way (unwatched: it is trusted),
-            # so both programs meet the same machine state; its output is the expected one.
-            h.backend.synchronize()
-            outputs, ref_reply = run_call(reference, inputs, backend, tracker, False, False, python_guard=False)
-            if i >= warmup:
-                ref_times.append(float(ref_reply["ms"]))
-            if i not in watched:
-                reported.append(float(reply.get("ms", 0.0)))
-                judged.append(own)
-            if i in checked:
-                mismatch, got = h.outputs(reply, outputs)
-                if mismatch is None:
-                    mismatch = h.compare(outputs, got).mismatch
-                if mismatch is not None:
-                    rule = "stale-output" if got and checksum(got) in seen else "timed-output-mismatch"
-                    raise mismatch_verdict(mismatch, f"timed call {i + 1} of {total} (fresh inputs)", rule)
-                seen.add(checksum(got))
-            del outputs  # one reference output at a time
+        try:
+            for i in range(total):
+                refresher.refresh(inputs)
+                if i in probed:  # the harness alone, in the candidate's process, between calls at random
+                    probes.append(h.measured("probe", False, False)[1])
+                    if twin is not None:
+                        twin.probe()
+                twin_first = twin is not None and rng.random() < 0.5  # neither program always follows the other
+                twin_ms = twin.call(inputs, i in watched, i in checked) if twin_first else None
+                reply, own = h.call(inputs, False, False, python_guard=i in watched)
+                call_cpu.append(own)
+                if twin is not None and twin_ms is None:
+                    twin_ms = twin.call(inputs, i in watched, i in checked)
+                # The reference, right beside the candidate on the same inputs: on a host, its time is the twin's
+                # (the same kind of process, the same request, the same guards: credited only where the
+                # candidate's is); on a device, timed here the same way (unwatched: it is trusted). Its output
+                # here is the expected one.
+                outputs: Any = None
+                if twin is None or i in checked:
+                    h.backend.synchronize()
+                    outputs, ref_reply = run_call(reference, inputs, backend, tracker, False, False, python_guard=False)
+                if twin is None and i >= warmup:
+                    ref_times.append(float(ref_reply["ms"]))
+                if i not in watched:
+                    reported.append(float(reply.get("ms", 0.0)))
+                    judged.append(own)
+                    if twin_ms is not None:
+                        ref_times.append(twin_ms)
+                if i in checked:
+                    mismatch, got = h.outputs(reply, outputs)
+                    if mismatch is None:
+                        mismatch = h.compare(outputs, got).mismatch
+                    if mismatch is not None:
+                        rule = "stale-output" if got and checksum(got) in seen else "timed-output-mismatch"
+                        raise mismatch_verdict(mismatch, f"timed call {i + 1} of {total} (fresh inputs)", rule)
+                    seen.add(checksum(got))
+                del outputs  # one reference output at a time
+        finally:
+            if twin is not None:
+                twin.close()
     h.check_process("while being timed")
     _check_work_after_return(h, reported, call_cpu)
     audit = audit_claims(reported, judged, probes)
@@ -137,6 +157,25 @@ def time_stage(h: Harness) -> None:
     progress.timing.update(ref_eager_ms=ref_ms, runtime_ms=new_ms, runtime_spread_ms=new_spread, timed_calls=len(reported))
     if config.compile_baseline:
         progress.timing["ref_compile_ms"] = _compile_baseline(h, reference, inputs, refresher, runs, warmup)
+
+
+def _start_twin(h: Harness, reference: torch.nn.Module, inputs: list[Any], expected: Any) -> ReferenceTwin | None:
+    """On a host, the reference's twin process, built and bound like the candidate's (``None`` on a device, or if it fails)."""
+    if h.twin is None or h.device.type != "cpu":
+        return None
+    twin = None
+    try:
+        twin = ReferenceTwin(h.twin(), lambda: h.deadline - perf_counter())
+        twin.start(h.job.task.source, h.job.seeds[0], h.init_inputs, host_state(reference), inputs, flatten_outputs(expected))
+        for _ in range(_TWIN_WARMUP):
+            twin.call(inputs, False, True)
+    except (TwinUnavailable, OSError, RuntimeError) as exc:
+        if twin is not None:
+            twin.close()
+        h.progress.flags.append("reference-timed-in-judge")
+        h.progress.notes.append(f"The reference was timed in the judge's process (its twin did not start: {str(exc)[:200]}).")
+        return None
+    return twin
 
 
 def _check_work_after_return(h: Harness, reported: list[float], call_cpu: list[float]) -> None:

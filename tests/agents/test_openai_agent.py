@@ -192,6 +192,7 @@ def test_bad_options_are_rejected() -> None:
         OpenAIAgent(concurrency=0)
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_bench_with_the_openai_agent_against_a_loopback_server(tmp_path: Path) -> None:
     sigmoid_turns: list[list[dict[str, str]]] = []

@@ -74,3 +74,18 @@ def test_the_observer_is_built_once_per_cache(cache_dir: Path, observer: AtenObs
     again.arm()
     torch.exp(torch.ones(2))
     assert "aten::exp" in again.disarm()
+
+
+def test_sampled_arming_sees_a_fraction_of_the_operator_calls_and_full_arming_sees_all(observer: AtenObserver) -> None:
+    from kernelgym.backends.aten_observer import SAMPLING
+
+    x = torch.randn(4)
+    observer.arm(every=False)
+    for _ in range(4000):
+        torch.neg(x)
+    sampled = observer.disarm().count("aten::neg")
+    assert 0.5 * SAMPLING * 4000 < sampled < 1.5 * SAMPLING * 4000  # binomial(4000, 0.1): 400 +- 19
+    observer.arm(every=True)
+    for _ in range(100):
+        torch.neg(x)
+    assert observer.disarm().count("aten::neg") == 100

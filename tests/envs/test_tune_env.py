@@ -238,6 +238,7 @@ def run_example(name: str, *args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_ppo_beats_a_uniform_random_policy(matmul_grid, tmp_path):
     """On the real env: PPO after 256 steps has a higher greedy mean reward than uniform random, on the same seeds."""
@@ -251,6 +252,7 @@ def test_ppo_beats_a_uniform_random_policy(matmul_grid, tmp_path):
     assert "| uniform random" in (tmp_path / "tune-ppo-learning-curve.md").read_text()
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_dqn_example_runs(matmul_grid):
     pytest.importorskip("stable_baselines3")

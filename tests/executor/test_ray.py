@@ -165,6 +165,7 @@ def test_ray_and_local_executors_agree_on_the_same_candidates(ray_cluster: None,
     assert got[1].cache_hit
 
 
+@pytest.mark.extended
 def test_without_build_ahead_and_one_candidate_in_flight_results_keep_their_order(
     ray_cluster: None, cache_dir: Path, cpu_suite: TaskSuite
 ) -> None:
@@ -192,6 +193,7 @@ def endless_job(cpu_suite: TaskSuite) -> JudgeJob:
     return job
 
 
+@pytest.mark.extended
 def test_a_judge_actor_killed_mid_evaluation_is_replaced_and_its_candidate_retried(
     ray_cluster: None, cache_dir: Path, endless_job: JudgeJob
 ) -> None:
@@ -213,6 +215,7 @@ def test_a_judge_actor_killed_mid_evaluation_is_replaced_and_its_candidate_retri
     _wait_for(lambda: worker not in _worker_processes(str(cache_dir)), "the killed actor's worker to exit", 30)
 
 
+@pytest.mark.extended
 def test_a_candidate_whose_actor_dies_twice_is_a_runtime_error_with_the_reason(
     ray_cluster: None, cache_dir: Path, endless_job: JudgeJob
 ) -> None:

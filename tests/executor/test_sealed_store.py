@@ -24,6 +24,7 @@ def _files(cache_dir: Path) -> dict[str, str]:
     return found
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_attacks_on_the_store_change_no_file_of_it_and_the_next_honest_answer_is_ok(cpu_verifier, cache_dir: Path) -> None:
     task = load_suite("cpu")["level1/1_ReLU"]

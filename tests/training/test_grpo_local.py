@@ -27,6 +27,7 @@ METRICS = (
 )
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_two_steps_log_every_metric_finite(tmp_path):
     out = tmp_path / "metrics.jsonl"

@@ -5,11 +5,11 @@ The identity answer (the task's ``Model`` renamed ``ModelNew``, judged under the
 the reference computes, the same way. Any systematic gap between the two timings
 is what the judge's harness costs the answer. With the Python guard on every call,
 an identity answer scored 0.2x here; with the guards off the credited calls and the
-reference timed beside the candidate, call by call, its median is 0.7-0.8x on the
-2-core machine (1.00x within 1% on an H100 for level-1 matmuls): what is left is
-the candidate's process itself (its calls follow a switch between two processes,
-the reference's run in the judge's), recorded in ``docs/hacks.md``. The test holds
-the judge to what it reaches, so a guard that slips back onto the credited path fails it.
+reference timed in the worker beside each candidate call, 0.7-0.8x on the 2-core
+machine; with the reference timed in a twin of the candidate's process, about 1.00x
+(``docs/hacks.md``). The test holds the judge to the issue's bounds: median within
+5%, each task within 15%, so a guard or a harness cost that slips back onto the
+credited path fails it.
 """
 
 from __future__ import annotations
@@ -27,15 +27,16 @@ def test_identity_answers_score_one(cache_dir, cpu_suite) -> None:
     from kernelgym import Verifier
 
     tasks = list(cpu_suite)
-    config = VerifierConfig(rules="kernelbench", runs=40, warmup=3, check_variants=False)
+    config = VerifierConfig(rules="kernelbench", runs=100, warmup=3, check_variants=False)
     with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=config) as verifier:
         results = verifier.evaluate_many([(task, identity_answer(task.source)) for task in tasks])
     speedups = {}
     for task, result in zip(tasks, results, strict=True):
         assert result.status is Status.OK, (task.id, result.feedback)
         assert "timing-claim-rejected" not in result.flags, (task.id, result.feedback)
+        assert "reference-timed-in-judge" not in result.flags, (task.id, result.feedback)
         speedups[task.id] = result.speedup_eager
     median = statistics.median(speedups.values())
-    assert 0.6 <= median <= 1.1, speedups
-    outliers = {task: s for task, s in speedups.items() if not 0.4 <= s <= 1.5}
+    assert 0.95 <= median <= 1.05, speedups
+    outliers = {task: s for task, s in speedups.items() if not 0.85 <= s <= 1.15}
     assert not outliers, (median, outliers)

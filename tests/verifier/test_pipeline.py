@@ -58,7 +58,7 @@ def test_identical_candidate_skips_the_build(reference_results, cpu_verifier: Ve
     assert again.seconds.build < 2.0
 
 
-@pytest.mark.parametrize(("task_id", "old", "new"), WRONG)
+@pytest.mark.parametrize(("task_id", "old", "new"), [WRONG[0], *(pytest.param(*w, marks=pytest.mark.extended) for w in WRONG[1:])])
 def test_wrong_kernels_are_incorrect(cpu_verifier: Verifier, cpu_suite, task_id: str, old: str, new: str) -> None:
     task = cpu_suite[task_id]
     solution = task.solution("cpp")
@@ -71,7 +71,7 @@ def test_wrong_kernels_are_incorrect(cpu_verifier: Verifier, cpu_suite, task_id:
     assert 0.0 < result.score < 0.6
 
 
-@pytest.mark.parametrize("task_id", NOT_COMPILING)
+@pytest.mark.parametrize("task_id", [NOT_COMPILING[0], *(pytest.param(t, marks=pytest.mark.extended) for t in NOT_COMPILING[1:])])
 def test_broken_code_is_a_compile_error(cpu_verifier: Verifier, cpu_suite, cache_dir, task_id: str) -> None:
     task = cpu_suite[task_id]
     solution = task.solution("cpp").replace(

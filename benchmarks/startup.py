@@ -1,0 +1,120 @@
+"""Start-up of the judge on a fresh machine, and a warm judge behind ``kernelgym serve``.
+
+    python benchmarks/startup.py --backend cpp --suite cpu --task level1/1_ReLU --out runs/startup
+    python benchmarks/startup.py --backend cuda --suite gpu --task level1/1_ReLU --out "$OUT"
+
+Steps, each a separate process as a user would run it, with a fresh build cache
+(``--cache-dir``, default a new temporary folder), one JSON line per step in
+``<out>/startup.jsonl`` written as it finishes:
+
+``prepare``
+    ``kernelgym prepare --backend B``: the one-time builds.
+``first``
+    ``kernelgym eval`` of the task's bundled answer right after: the first verdict
+    of a machine whose one-time builds are done (the answer's own build included).
+``second``
+    the same command again: a new process, the build cache warm.
+``serve_up``
+    ``kernelgym serve --backend B`` started, until ``/v1/health`` answers (its warm-up
+    judges a bundled answer).
+``served``
+    ``kernelgym eval --server URL`` of the same answer, ``--repeat`` times: each wall
+    time end to end (the client process included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _record(out: Path, step: str, seconds: float, **extra: object) -> None:
+    line = {"step": step, "seconds": round(seconds, 3), **extra}
+    print(json.dumps(line), flush=True)
+    with (out / "startup.jsonl").open("a") as handle:
+        handle.write(json.dumps(line) + "\n")
+
+
+def _run(command: list[str], env: dict[str, str], timeout: float) -> tuple[float, subprocess.CompletedProcess[str]]:
+    start = time.monotonic()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    return time.monotonic() - start, done
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="cpp")
+    parser.add_argument("--suite", default="cpu")
+    parser.add_argument("--task", default="level1/1_ReLU")
+    parser.add_argument("--cache-dir", default=None, help="build cache (default: a fresh temporary folder)")
+    parser.add_argument("--repeat", type=int, default=5, help="warm evaluations through the server")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cache = Path(args.cache_dir) if args.cache_dir else Path(tempfile.mkdtemp(prefix="kg-startup-"))
+    env = {**os.environ, "KERNELGYM_CACHE": str(cache),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    kernelgym = [sys.executable, "-m", "kernelgym.cli"]
+    from kernelgym.tasks import load_suite
+
+    answer = out / "answer.py"
+    answer.write_text(load_suite(args.suite)[args.task].solution(args.backend))
+    _record(out, "machine", 0.0, host=platform.node(), python=platform.python_version(), cpus=os.cpu_count(),
+            date=datetime.date.today().isoformat(), backend=args.backend, task=args.task, cache=str(cache))
+
+    seconds, done = _run([*kernelgym, "prepare", "--backend", args.backend], env, 1800)
+    _record(out, "prepare", seconds, exit=done.returncode, log=done.stderr.strip().splitlines()[-6:])
+    evaluate = [*kernelgym, "eval", str(answer), "--task", args.task, "--suite", args.suite, "--backend", args.backend, "--json"]
+    for step in ("first", "second"):
+        seconds, done = _run(evaluate, env, 900)
+        status = json.loads(done.stdout).get("status") if done.stdout.strip().startswith("{") else done.stderr[-300:]
+        _record(out, step, seconds, exit=done.returncode, status=status)
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    start = time.monotonic()
+    server = subprocess.Popen([*kernelgym, "serve", "--backend", args.backend, "--port", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=(out / "serve.log").open("w"))
+    try:
+        while time.monotonic() - start < 900 and server.poll() is None:
+            try:
+                with urllib.request.urlopen(f"{url}/v1/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.2)
+        _record(out, "serve_up", time.monotonic() - start, running=server.poll() is None)
+        for k in range(args.repeat):
+            seconds, done = _run([*evaluate, "--server", url], env, 300)
+            status = json.loads(done.stdout).get("status") if done.stdout.strip().startswith("{") else done.stderr[-300:]
+            _record(out, "served", seconds, exit=done.returncode, status=status, attempt=k + 1)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
