@@ -14,6 +14,8 @@ Steps, each a separate process as a user would run it, with a fresh build cache
     of a machine whose one-time builds are done (the answer's own build included).
 ``second``
     the same command again: a new process, the build cache warm.
+``worker_start``
+    a judge worker started alone, three times, the cache warm: what every new process pays.
 ``serve_up``
     ``kernelgym serve --backend B`` started, until ``/v1/health`` answers (its warm-up
     judges a bundled answer).
@@ -53,6 +55,28 @@ def _run(command: list[str], env: dict[str, str], timeout: float) -> tuple[float
     return time.monotonic() - start, done
 
 
+_WORKER_START = """
+import sys, time
+from pathlib import Path
+from kernelgym.executor.local import WorkerHandle
+from kernelgym.executor.sandbox import SandboxPolicy
+worker = WorkerHandle(sys.argv[1], Path(sys.argv[2]), SandboxPolicy(cpu=1, cpu_count=1), device_index=0 if sys.argv[1] != "cpp" else None)
+start = time.monotonic()
+worker._start()
+print(round(time.monotonic() - start, 3))
+worker.stop()
+"""
+
+
+def _verdict(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    """The status and stage seconds of ``kernelgym eval --json``'s output (its error tail otherwise)."""
+    try:
+        result = json.loads(done.stdout)
+    except ValueError:
+        return {"status": None, "error": done.stderr[-300:]}
+    return {"status": result.get("status"), "stages": result.get("seconds")}
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -86,8 +110,11 @@ def main() -> int:
     evaluate = [*kernelgym, "eval", str(answer), "--task", args.task, "--suite", args.suite, "--backend", args.backend, "--json"]
     for step in ("first", "second"):
         seconds, done = _run(evaluate, env, 900)
-        status = json.loads(done.stdout).get("status") if done.stdout.strip().startswith("{") else done.stderr[-300:]
-        _record(out, step, seconds, exit=done.returncode, status=status)
+        _record(out, step, seconds, exit=done.returncode, **_verdict(done))
+    for attempt in range(3):  # a worker's start alone, the cache warm (what every new process pays)
+        seconds, done = _run([sys.executable, "-c", _WORKER_START, args.backend, str(cache)], env, 300)
+        _record(out, "worker_start", float(done.stdout.strip() or "nan"), exit=done.returncode, attempt=attempt + 1,
+                **({"error": done.stderr[-400:]} if done.returncode else {}))
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -105,8 +132,7 @@ def main() -> int:
         _record(out, "serve_up", time.monotonic() - start, running=server.poll() is None)
         for k in range(args.repeat):
             seconds, done = _run([*evaluate, "--server", url], env, 300)
-            status = json.loads(done.stdout).get("status") if done.stdout.strip().startswith("{") else done.stderr[-300:]
-            _record(out, "served", seconds, exit=done.returncode, status=status, attempt=k + 1)
+            _record(out, "served", seconds, exit=done.returncode, attempt=k + 1, **_verdict(done))
     finally:
         server.terminate()
         try:

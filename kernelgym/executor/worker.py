@@ -58,6 +58,13 @@ def main(argv: list[str]) -> int:
     os.chdir(work_dir)
     apply_limits(policy)
     mine, startup = _cpus(policy)
+    # The candidate factory first: it imports torch and loads the observer in its own process while this
+    # one imports torch (each import takes seconds; one after the other, they were most of a worker's start).
+    from kernelgym.executor.candidate import CandidateFactory, CandidateProcess
+
+    candidates = work_dir / "candidates"
+    candidates.mkdir()
+    factory = CandidateFactory(backend_name, cache_dir, policy, dict(os.environ), candidates)
 
     import torch
 
@@ -65,7 +72,6 @@ def main(argv: list[str]) -> int:
     from kernelgym.backends.native import prepare_floor
     from kernelgym.backends.trusted_build import StoreBuilder
     from kernelgym.executor.builder import sandboxed_compile
-    from kernelgym.executor.candidate import CandidateFactory, CandidateProcess
     from kernelgym.verifier.judge import judge
     from kernelgym.verifier.presets import get_preset
     from kernelgym.verifier.result import Status
@@ -80,13 +86,10 @@ def main(argv: list[str]) -> int:
     # The worker runs no candidate code, so it is not confined to its directory: a process confined
     # by Landlock cannot create a GPU context in the children it starts, and every candidate needs one.
     # Each candidate confines itself once its own context exists.
-    candidates = work_dir / "candidates"
-    candidates.mkdir()
 
     # One-time builds (once per cache, on a fresh machine minutes of compiling) run side by side on every
     # CPU this worker may use, before it is pinned to its own: the factory's observer, the precompiled
     # header with the device context, and the toolchain floor of the symbol check.
-    factory = CandidateFactory(backend_name, cache_dir, policy, dict(os.environ), candidates)
     with ThreadPoolExecutor(1) as pool:
         floor = pool.submit(prepare_floor, backend_name, cache_dir)
         backend.prepare_worker(build_root)

@@ -35,7 +35,7 @@ from typing import Any
 
 from kernelgym.errors import KernelGymError, require_extra
 from kernelgym.training.judge_placement import PLACEMENT_ENV_VAR, PLACEMENT_MODULE, JudgePlacement
-from kernelgym.training.mirrorpop import DEFAULT_TAU, TAU_ENV_VAR
+from kernelgym.training.settings import DEFAULT_TAU, TAU_ENV_VAR
 
 __all__ = [
     "DEFAULT_CONFIG",

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
+from kernelgym.training.settings import DEFAULT_TAU, TAU_ENV_VAR
+
 __all__ = [
     "DEFAULT_TAU",
     "TAU_ENV_VAR",
@@ -36,8 +38,6 @@ __all__ = [
     "tau_from_env",
 ]
 
-DEFAULT_TAU = 0.2
-TAU_ENV_VAR = "KERNELGYM_MIRRORPOP_TAU"
 
 
 def sequence_deviation(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
