@@ -389,6 +389,9 @@ def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPo
     os.close(log)
     faulthandler.enable()  # a fatal signal is named in the log
     os.environ.update(HOME=str(directory), TMPDIR=str(directory))
+    # Python caches its temporary directory at first use: in the factory, that was the worker's, which the
+    # candidate may not write (Triton's JIT makes its files with tempfile, and failed there with EACCES).
+    tempfile.tempdir = str(directory)
     os.chdir(directory)
     if spec.get("cpus"):
         os.sched_setaffinity(0, set(spec["cpus"]))

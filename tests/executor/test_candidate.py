@@ -112,6 +112,13 @@ def test_the_build_cache_is_read_only_to_a_candidate(candidate: CandidateProcess
     assert not target.exists()
 
 
+def test_temporary_files_go_to_the_candidates_own_directory(candidate: CandidateProcess):
+    # Python caches its temporary directory; the factory's (the worker's) is not writable to a candidate.
+    code = "import tempfile\nraise RuntimeError('made ' + tempfile.NamedTemporaryFile(delete=False).name)\n"
+    reply = candidate.request(("load", code), 60)
+    assert reply["ok"] is False and f"made {candidate.dir}/" in reply["message"], reply
+
+
 def test_a_hang_times_out_and_a_crash_is_reported(candidate: CandidateProcess):
     with pytest.raises(CandidateTimeout):
         candidate.request(("load", "while True:\n    pass\n"), 3)
