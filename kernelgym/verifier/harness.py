@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.machinery
 import os
 import random
 import site
@@ -485,7 +486,7 @@ def _installed(mapped: str, build_root: Path, candidate_dir: Path, backend: str)
     path = os.path.realpath(mapped)
     if _within(path, build_root / "aten_observer"):
         return True
-    if backend == "triton" and _within(path, candidate_dir / ".triton" / "cache") and Path(path).name == "__triton_launcher.so":
+    if backend == "triton" and _within(path, candidate_dir / ".triton" / "cache") and _triton_module(Path(path).name):
         return True
     if any(_within(path, place) for place in (candidate_dir, build_root.parent)):
         return False
@@ -494,6 +495,22 @@ def _installed(mapped: str, build_root: Path, candidate_dir: Path, backend: str)
     if any(_within(path, place) for place in (tempfile.gettempdir(), "/tmp", "/dev/shm", "/var/tmp")):
         return False
     return any(_within(path, root) for root in _runtime_roots())
+
+
+_TRITON_MODULES = ("__triton_launcher", "cuda_utils", "hip_utils")
+"""The extension modules Triton's GPU drivers compile into its cache: each kernel's launcher, the driver's utilities."""
+
+
+def _triton_module(name: str) -> bool:
+    """Whether a file name is one of :data:`_TRITON_MODULES` with an extension suffix of this Python (``.cpython-312-x86_64-linux-gnu.so``).
+
+    Example:
+        >>> _triton_module("__triton_launcher.so"), _triton_module("cuda_utils" + importlib.machinery.EXTENSION_SUFFIXES[0])
+        (True, True)
+        >>> _triton_module("__triton_launcher.so.evil"), _triton_module("mine.so")
+        (False, False)
+    """
+    return any(name == module + suffix for module in _TRITON_MODULES for suffix in importlib.machinery.EXTENSION_SUFFIXES)
 
 
 def host_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
