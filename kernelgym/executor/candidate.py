@@ -421,7 +421,12 @@ def prepare_factory(cache_dir: Path, backend_name: str) -> tuple[Any, Any]:
     through the CUDA runtime, that initializes the driver; asked through NVML, as set here, it does not.
     """
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
-    import torch  # noqa: F401  (the slow import, done once for every candidate)
+    import torch  # (the slow import, done once for every candidate)
+
+    # The precision the reference computes in (the worker's): full fp32 convolutions, not cuDNN's default TF32,
+    # which made the reference's own code as an answer 2x "faster" on level-2 convolutions. A candidate that turns
+    # it back on changes global state (rule global-flags).
+    torch.backends.cudnn.allow_tf32 = False
 
     import kernelgym.verifier.candidate_side  # noqa: F401
     from kernelgym.backends import get_backend
