@@ -7,6 +7,8 @@ Holds:
     LocalExecutor: the embedded default; ``ray`` is registered lazily (``RayExecutor`` in
         ``kernelgym.executor.ray_pool``; needs ``pip install 'kernelgym[ray]'``), and so is ``remote``
         (``RemoteExecutor`` in ``kernelgym.executor.remote``: a ``kernelgym serve`` judge over HTTP).
+
+The one-time builds every worker needs (``kernelgym prepare``) are in ``kernelgym.executor.prepare``.
 """
 
 from __future__ import annotations
