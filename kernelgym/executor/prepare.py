@@ -64,7 +64,7 @@ def one_time_builds(backend: str, cache_dir: Path) -> list[OneTimeBuild]:
                                    lambda: header_done(True), lambda: ensure_pch(build_root, cuda=True)))
     builds.append(OneTimeBuild("ATen observer (the guard below Python)", "about 1 min",
                                lambda: observer_built(build_root), lambda: load_observer(build_root), after_header=True))
-    builds.append(OneTimeBuild("toolchain floor of the symbol check", "10-40 s", floor_done,
+    builds.append(OneTimeBuild("toolchain floor of the symbol check", "about 1 min", floor_done,
                                lambda: prepare_floor(backend, cache_dir)))
     return builds
 
