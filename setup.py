@@ -23,6 +23,7 @@ EXTRAS["dev"] = [
     "ruff>=0.5",
     *EXTRAS["kernelbench"],
     *EXTRAS["plots"],
+    *EXTRAS["serve"],  # docs/serve.md's snippets run in the README's test command
 ]
 
 setup(
