@@ -51,7 +51,7 @@ from kernelgym.verifier.result import Status, Violation
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.trial_inputs import SharedBuffers
 
-__all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "mismatch_verdict", "redrawable_state", "tolerances",
+__all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "share_buffers", "mismatch_verdict", "redrawable_state", "tolerances",
            "perf_counter"]
 
 IDLE_WAIT_SECONDS = 0.05
@@ -343,15 +343,8 @@ class Harness:
         signature = (call_signature(inputs), call_signature(flatten_outputs(expected)))
         if self.bound == signature:
             return
-        leaves = [leaf if isinstance(leaf, torch.Tensor) else None for leaf in flatten_outputs(expected)]
-        shared = SharedBuffers.share([*inputs, *leaves])
-        if shared.descriptor is not None:
-            try:
-                self.candidate.send_descriptors([shared.descriptor])
-            finally:
-                os.close(shared.descriptor)  # the judge keeps its mapping only
-        self.local_inputs, self.local_outputs = shared.local[:len(inputs)], shared.local[len(inputs):]
-        reply = self.ask("bind", shared.remote[:len(inputs)], shared.remote[len(inputs):])
+        self.local_inputs, self.local_outputs, remote = share_buffers(self.candidate, inputs, flatten_outputs(expected))
+        reply = self.ask("bind", *remote)
         _require_ok(reply)
         self.bound = signature
 
@@ -511,6 +504,24 @@ def _triton_module(name: str) -> bool:
         (False, False)
     """
     return any(name == module + suffix for module in _TRITON_MODULES for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+
+
+def share_buffers(channel: CandidateChannel, inputs: list[Any], outputs: list[Any]) -> tuple[list[Any], list[Any], tuple[list[Any], list[Any]]]:
+    """Buffers shaped like ``inputs`` and ``outputs``, shared with ``channel``'s process for its next ``bind``.
+
+    The host buffers are one sealed memfd, sent by descriptor now (it arrives with the next command); the
+    judge keeps only its mapping. Returns the judge's input and output buffers and what the ``bind``
+    command carries (the buffers as the other process maps them: inputs, outputs).
+    """
+    leaves = [leaf if isinstance(leaf, torch.Tensor) else None for leaf in outputs]
+    shared = SharedBuffers.share([*inputs, *leaves])
+    if shared.descriptor is not None:
+        try:
+            channel.send_descriptors([shared.descriptor])
+        finally:
+            os.close(shared.descriptor)
+    count = len(inputs)
+    return shared.local[:count], shared.local[count:], (shared.remote[:count], shared.remote[count:])
 
 
 def host_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

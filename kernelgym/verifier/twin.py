@@ -16,14 +16,13 @@ candidate's; the judge still computes the expected outputs itself.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from kernelgym.verifier.channel import CandidateChannel, CandidateCrash, CandidateProtocolError, CandidateTimeout
-from kernelgym.verifier.trial_inputs import SharedBuffers
+from kernelgym.verifier.harness import share_buffers
 
 __all__ = ["ReferenceTwin", "TwinUnavailable"]
 
@@ -59,15 +58,8 @@ class ReferenceTwin:
         """Load the task's program as the answer, build it with the reference's init inputs and state, bind buffers like ``inputs`` and ``outputs``."""
         self._ask("load", f"{source}\n\nModelNew = Model\n")
         self._ask("construct", seed, init_inputs, state)
-        leaves = [leaf if isinstance(leaf, torch.Tensor) else None for leaf in outputs]
-        shared = SharedBuffers.share([*inputs, *leaves])
-        if shared.descriptor is not None:
-            try:
-                self.process.send_descriptors([shared.descriptor])
-            finally:
-                os.close(shared.descriptor)
-        self.local_inputs = shared.local[:len(inputs)]
-        self._ask("bind", shared.remote[:len(inputs)], shared.remote[len(inputs):])
+        self.local_inputs, _, remote = share_buffers(self.process, inputs, outputs)
+        self._ask("bind", *remote)
 
     def call(self, inputs: list[Any], python_guard: bool, fetch: bool) -> float:
         """One call on ``inputs`` (copied into its buffers), watched as the candidate's call is; its ms.
