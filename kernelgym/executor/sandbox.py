@@ -163,8 +163,11 @@ def restrict_filesystem(writable: tuple[str, ...]) -> str:
     return f"landlock abi {abi}"
 
 
-def _session_members(sid: int, field: int = 3) -> list[int]:
-    """Live processes whose session (``field=3``) or process group (``field=2``) is ``sid``."""
+_PGRP, _SESSION = 2, 3  # fields of /proc/<pid>/stat after the name: state, ppid, pgrp, session
+
+
+def _members(ident: int, field: int) -> list[int]:
+    """Live processes whose session (``field=_SESSION``) or process group (``field=_PGRP``) is ``ident``."""
     members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -174,33 +177,31 @@ def _session_members(sid: int, field: int = 3) -> list[int]:
                 fields = handle.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if fields[0] != "Z" and int(fields[field]) == sid:  # after the name: state, ppid, pgrp, session
+        if fields[0] != "Z" and int(fields[field]) == ident:
             members.append(int(entry))
     return members
 
 
-def kill_session(sid: int, rounds: int = 50) -> None:
-    """SIGKILL every process in session ``sid`` until none is left (bounded)."""
+def _kill_members(ident: int, field: int, rounds: int) -> None:
+    """SIGKILL every member of a session or process group until none is left (bounded)."""
     for _ in range(rounds):
-        members = _session_members(sid)
+        members = _members(ident, field)
         if not members:
             return
         for pid in members:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.02)
+
+
+def kill_session(sid: int, rounds: int = 50) -> None:
+    """SIGKILL every process in session ``sid`` until none is left (bounded)."""
+    _kill_members(sid, _SESSION, rounds)
 
 
 def kill_group(pgid: int, rounds: int = 50) -> None:
     """SIGKILL every process in process group ``pgid`` until none is left (bounded)."""
-    for _ in range(rounds):
-        members = _session_members(pgid, field=2)
-        if not members:
-            return
-        for pid in members:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
+    _kill_members(pgid, _PGRP, rounds)
 
 
 def own_group() -> dict[str, object]:

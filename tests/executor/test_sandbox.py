@@ -88,7 +88,10 @@ def test_kill_session_leaves_no_process_of_the_session() -> None:
     try:
         deadline = time.time() + 10
         sid = os.getsid(leader.pid)
-        from kernelgym.executor.sandbox import _session_members
+        from kernelgym.executor.sandbox import _SESSION, _members
+
+        def _session_members(sid: int) -> list[int]:
+            return _members(sid, _SESSION)
 
         while len(_session_members(sid)) < 2 and time.time() < deadline:
             time.sleep(0.05)
