@@ -102,10 +102,18 @@ def main(argv: list[str]) -> int:
     def spawn() -> CandidateProcess:
         return factory.spawn(_CANDIDATE_STARTUP_SECONDS, startup)
 
-    def twin() -> CandidateProcess:
-        """A process made like the candidate's, pinned where it is, for the reference's timing on a host."""
-        process = spawn()
+    # One candidate forked ahead: its device context is created while the previous answer is judged.
+    spares = [spawn()]
+
+    def take_spare() -> CandidateProcess:
+        """The process forked ahead, ready and pinned to this worker's CPUs; another is forked in its place.
+
+        Each job's candidate is one, and so is the reference's twin on a host (a process made like the candidate's).
+        A factory that no longer answers is the judge's failure: reported as such, and the worker replaced.
+        """
+        process = spares.pop(0)
         try:
+            spares.append(spawn())
             process.wait_ready(_CANDIDATE_STARTUP_SECONDS)
         except Exception:
             process.close()
@@ -113,8 +121,6 @@ def main(argv: list[str]) -> int:
         process.pin(mine)
         return process
 
-    # One candidate forked ahead: its device context is created while the previous answer is judged.
-    spares = [spawn()]
     conn.send(("ready", "trusted worker; each candidate is confined in its own process"))
     jobs = 0
     try:
@@ -128,22 +134,20 @@ def main(argv: list[str]) -> int:
             jobs += 1
             job_dir = work_dir / f"job{jobs}"
             job_dir.mkdir()
-            candidate = spares.pop(0)
             conn.send(("stage", "build", job.config.timeouts.build + _CANDIDATE_STARTUP_SECONDS))
+            candidate = None
             try:
-                # A factory that no longer answers is the judge's failure: reported as such, and the worker replaced.
-                spares.append(spawn())
-                candidate.wait_ready(_CANDIDATE_STARTUP_SECONDS)
-                candidate.pin(mine)
+                candidate = take_spare()
                 if builder is not None:
                     candidate.build_service = functools.partial(builder.serve, admitted=get_preset(job.config.rules).admitted_concerns)
                 result = judge(job, candidate, build_root, job_dir, on_stage=lambda stage, budget: conn.send(("stage", stage, budget)),
-                               twin=twin)
+                               twin=take_spare)
             except Exception as exc:  # the candidate's process never came up
                 result = None
                 conn.send(("failed", f"the candidate's process could not start: {exc}"))
             finally:
-                candidate.close()
+                if candidate is not None:
+                    candidate.close()
                 shutil.rmtree(job_dir, ignore_errors=True)
                 if backend.device_type != "cpu":
                     getattr(torch, backend.device_type).empty_cache()  # the next candidate gets the device memory this job's buffers held
