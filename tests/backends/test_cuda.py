@@ -131,18 +131,19 @@ def test_every_call_is_made_the_same_way_with_flush_and_poison_outside_the_timed
     from kernelgym.verifier.candidate_side import run_call
 
     backend = RecordingBackend()
+    result = torch.full((3,), 3.0)
 
     class Model(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             backend.log.append("forward")
-            return torch.empty_like(x)
+            return result  # defined values, made outside the call (uninitialized memory may hold NaN, which equals nothing)
 
     taken = [torch.full((3,), 7.0)]
     leaves, reply = run_call(Model(), [torch.ones(3)], backend, KernelTracker(), False, False, take=taken)
     # The device settles after the end event, then the outputs are taken at once (and synchronized).
     assert backend.log == ["poison", "flush", "start", "forward", "stop", "settle", "sync"]
     assert reply["ms"] == 0.5 and reply["ops"] == [] and reply["leaves"][0]["shape"] == [3] and reply["pending_ms"] == 0.0
-    assert torch.equal(taken[0], leaves[0])
+    assert torch.equal(taken[0], torch.full((3,), 3.0)) and torch.equal(taken[0], leaves[0])
     assert len(leaves) == 1
     # Poisoning is keyed by what the call is: the same shapes give the same signature, others or training another.
     run_call(Model(), [torch.ones(3)], backend, KernelTracker(), False, False)
