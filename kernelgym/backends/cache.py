@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelgym.backends.native import open_lock
 from kernelgym.backends.store import ExtensionStore
 from kernelgym.errors import KernelGymError
 
@@ -245,8 +246,7 @@ class BuildCache:
     @contextlib.contextmanager
     def _locked(lock: Path) -> Iterator[bool]:
         """Hold ``lock`` if nobody else does; yields whether it was taken."""
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock, "a") as handle:
+        with open_lock(lock) as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -5,6 +5,7 @@ Holds:
     ForbiddenSymbolsError: a build succeeded but links against symbols its backend does not allow.
     extension_symbols: the imported and exported symbols of a built extension, cached beside it.
     file_lock / lock_holder: an exclusive lock held by a live process, and who holds one.
+    open_lock / LOCK_MODE: a lock file opened the one way a candidate cannot (write-only, for its owner).
     intercept_load_inline: context manager that routes ``load_inline`` calls through
         the trusted build step and counts entry-point calls.
     trim_compiler_log: the first errors of a compiler log, first error line first.
@@ -54,6 +55,8 @@ __all__ = [
     "BuildError",
     "ForbiddenSymbolsError",
     "lock_holder",
+    "open_lock",
+    "LOCK_MODE",
     "ensure_pch",
     "beyond_floor",
     "extension_symbols",
@@ -381,6 +384,28 @@ def lock_holder(path: Path) -> str:
     return "an unknown process"
 
 
+LOCK_MODE = 0o200
+"""A lock file's mode: write-only, for its owner only.
+
+A ``flock`` needs an open descriptor, of any access mode. Candidates may read the cache (Landlock
+denies them every write outside their own directory), so a readable lock file let an answer open one
+and hold the judge's build lock for as long as it ran, stalling the builds of every other answer.
+With no read bit and no capability to override it, a candidate can open it neither way.
+"""
+
+
+def open_lock(path: Path) -> Any:
+    """Open the lock file ``path`` for writing (created with its parents, mode :data:`LOCK_MODE`, no symlink followed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, LOCK_MODE)
+    try:
+        if os.fstat(fd).st_mode & 0o777 != LOCK_MODE:  # made before locks were write-only
+            os.fchmod(fd, LOCK_MODE)
+    except OSError:
+        pass  # another user's lock: taken as it is
+    return os.fdopen(fd, "wb")
+
+
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``path`` (created with its parents) for the block.
@@ -388,8 +413,7 @@ def file_lock(path: Path) -> Iterator[None]:
     The kernel drops a ``flock`` when the process holding it dies, so a killed holder never leaves a
     stale lock behind. A wait longer than a few seconds says, on stderr, which process holds it.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
+    with open_lock(path) as handle:
         waited, pause = 0.0, 0.005
         while True:
             try:

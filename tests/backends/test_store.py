@@ -79,3 +79,19 @@ def test_a_long_wait_names_the_process_holding_the_lock(tmp_path: Path, monkeypa
         holder.kill()
         holder.wait()
     assert f"held by PID {holder.pid}" in capsys.readouterr().err
+
+
+def test_lock_files_are_write_only_for_their_owner_even_those_made_before(tmp_path: Path) -> None:
+    """A candidate may read the cache; a lock it could open (any mode) it could hold. Old readable locks are fixed on use."""
+    fresh, old = tmp_path / "locks" / "fresh.lock", tmp_path / "old.lock"
+    old.write_text("")
+    old.chmod(0o644)
+    for lock in (fresh, old):
+        with file_lock(lock):
+            pass
+        assert lock.stat().st_mode & 0o777 == native.LOCK_MODE == 0o200
+    link = tmp_path / "link.lock"
+    link.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError), file_lock(link):  # no link followed
+        pass
+    assert not (tmp_path / "elsewhere").exists()

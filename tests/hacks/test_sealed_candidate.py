@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 HACKS = Path(__file__).resolve().parent / "cpp"
 HONEST = Path(__file__).resolve().parents[2] / "kernelgym" / "tasks" / "suites" / "cpu" / "solutions" / "cpp" / "level1" / "1_ReLU.py"
-ATTACKS = ("p35_raw_setpriority", "p35_raw_affinity", "p35_planted_buffer_symlink", "p35_truncate_shared_buffer")
+ATTACKS = ("p35_raw_setpriority", "p35_raw_affinity", "p35_planted_buffer_symlink", "p35_truncate_shared_buffer", "p35_flock_judge_lock")
 
 
 @pytest.fixture(scope="module")
