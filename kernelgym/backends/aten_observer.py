@@ -1,7 +1,8 @@
 """A runtime guard below Python: every ATen operator the dispatcher runs, recorded from C++.
 
 Holds:
-    AtenObserver: arm/disarm/ops over a global ``at::RecordFunction`` callback.
+    AtenObserver: arm/disarm/ops over a global ``at::RecordFunction`` callback; ``record_to`` a judge's memfd.
+    record_memfd / read_record: the judge's sealed memfd for that record, and its reading (the names of one arming, or ``None``).
     load_observer: build (once per build cache) and load the observer extension.
     observer_built: whether that build is already done.
     OBSERVER_SOURCE: the C++ source of the extension.
@@ -36,7 +37,7 @@ from kernelgym.backends.native import (
     toolchain_fingerprint,
 )
 
-__all__ = ["OBSERVER_SOURCE", "SAMPLING", "AtenObserver", "load_observer", "observer_built"]
+__all__ = ["OBSERVER_SOURCE", "SAMPLING", "AtenObserver", "load_observer", "observer_built", "read_record", "record_memfd", "RECORD_BYTES"]
 
 SAMPLING = 0.1
 """The probability with which the observer sees each operator call of a credited call (the calls it watches whole see all)."""
@@ -44,7 +45,9 @@ SAMPLING = 0.1
 OBSERVER_SOURCE = r"""
 #include <torch/extension.h>
 #include <ATen/record_function.h>
+#include <unistd.h>
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -53,6 +56,8 @@ namespace {
 std::mutex names_mutex;
 std::vector<std::string> names;
 std::atomic<bool> armed{false};
+int record_fd = -1;      // the judge's memfd: each disarm writes its record there, from here, not from Python
+uint64_t record_seq = 0; // how many times the observer was armed
 at::CallbackHandle every_call = 0;  // sees every operator call
 at::CallbackHandle sampled = 0;     // sees each operator call with a fixed probability: off the fast path only then
 
@@ -64,6 +69,28 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
     return nullptr;
 }
 }  // namespace
+
+void write_record(const std::vector<std::string>& seen) {
+    if (record_fd < 0) return;
+    std::string body;
+    for (const auto& name : seen) body += name + "\n";
+    body += "end\n";
+    const std::string head = "kernelgym-observer " + std::to_string(record_seq) + " " + std::to_string(seen.size()) + " " +
+                             std::to_string(body.size()) + "\n";
+    const std::string record = head + body;  // the memfd is sealed at its size: a record too long is cut, and read as malformed
+    size_t done = 0;
+    while (done < record.size()) {
+        const ssize_t n = pwrite(record_fd, record.data() + done, record.size() - done, (off_t)done);
+        if (n <= 0) return;
+        done += (size_t)n;
+    }
+}
+
+bool set_record_fd(int64_t fd) {
+    if (record_fd >= 0) return false;  // once, by the trusted side, before any candidate code runs
+    record_fd = (int)fd;
+    return true;
+}
 
 void arm(bool every, double probability) {
     if (every_call == 0) {
@@ -77,6 +104,7 @@ void arm(bool every, double probability) {
     }
     at::disableCallback(every ? sampled : every_call);
     at::reenableCallback(every ? every_call : sampled);
+    ++record_seq;
     armed.store(true);
 }
 
@@ -87,6 +115,7 @@ std::vector<std::string> disarm() {
         at::disableCallback(sampled);
     }
     std::lock_guard<std::mutex> lock(names_mutex);
+    write_record(names);
     return names;
 }
 
@@ -127,6 +156,61 @@ class AtenObserver:
         """The operator names recorded so far (recording continues)."""
         return list(self.module.ops())
 
+    def record_to(self, fd: int) -> bool:
+        """From now on, each :meth:`disarm` also writes its record to ``fd`` (a memfd the judge reads), from C++.
+
+        Set once (later calls change nothing and return ``False``), by the trusted side before any
+        candidate code runs: what the candidate's Python returns or patches never reaches that record.
+        """
+        return bool(self.module.set_record_fd(fd))
+
+
+RECORD_BYTES = 256 * 1024**2
+"""The size of the memfd a record is written to (sparse: only what is written takes memory)."""
+
+
+def record_memfd() -> int:
+    """A memfd for the observer's records: :data:`RECORD_BYTES` long, sealed against shrinking and growing.
+
+    The candidate's process holds it writable (its observer writes there), so it could otherwise cut it
+    under the judge; sealed, it can only write over it, which garbles its own record.
+    """
+    import fcntl
+    import os
+
+    fd = os.memfd_create("kernelgym-observer-record", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, RECORD_BYTES)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_record(fd: int, expected_seq: int) -> list[str] | None:
+    """The record the observer wrote to ``fd``: the operator names of its ``expected_seq``-th arming, or ``None``.
+
+    ``None`` when there is no record, it is malformed or cut short, or it is not that arming's
+    (an observer armed fewer or more times than the judge asked for).
+    """
+    import os
+
+    try:
+        head = os.pread(fd, 128, 0).split(b"\n", 1)[0].decode("ascii").split(" ")
+        if len(head) != 4 or head[0] != "kernelgym-observer" or not all(f.isdigit() for f in head[1:]):
+            return None
+        seq, count, size = (int(f) for f in head[1:])
+        if seq != expected_seq or size > RECORD_BYTES:
+            return None
+        body = os.pread(fd, size, len(" ".join(head)) + 1)
+    except (OSError, UnicodeDecodeError):
+        return None
+    lines = body.decode("utf-8", "replace").split("\n")
+    if len(body) != size or len(lines) != count + 2 or lines[count] != "end" or lines[count + 1] != "":
+        return None
+    return lines[:count]
+
 
 def _build_dir(build_root: Path) -> Path:
     key = hashlib.sha256((OBSERVER_SOURCE + toolchain_fingerprint(("c++",))).encode()).hexdigest()[:16]
@@ -158,7 +242,7 @@ def load_observer(build_root: Path) -> AtenObserver:
             module = cpp_extension.load_inline(
                 name=f"kg_aten_observer_{key}",
                 cpp_sources=[OBSERVER_SOURCE],
-                functions=["arm", "disarm", "ops"],
+                functions=["arm", "disarm", "ops", "set_record_fd"],
                 extra_cflags=list(CANONICAL_CFLAGS),
                 extra_ldflags=list(CANONICAL_LDFLAGS),
                 extra_include_paths=[str(pch_dir)] if pch_dir else None,

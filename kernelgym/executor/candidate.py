@@ -40,6 +40,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from kernelgym.backends.aten_observer import read_record, record_memfd
 from kernelgym.executor.sandbox import (
     SandboxPolicy,
     apply_limits,
@@ -63,6 +64,8 @@ _WATCHED_LIMITS = ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC", "RLIMIT_CORE", "
 # The payload of the frame that carries descriptors for the next command (a pickled command starts with b"\x80").
 _DESCRIPTORS_FRAME = b"descriptors"
 _MAX_DESCRIPTORS = 16
+# The commands whose call arms the native observer once (see CandidateSide._made_call).
+_OBSERVED_COMMANDS = ("call", "probe")
 
 
 class _Pickler(pickle.Pickler):
@@ -96,10 +99,13 @@ class CandidateProcess:
     build_service: BuildService | None = None
     """The trusted build step that serves the candidate's build requests (``None``: they are refused)."""
 
-    def __init__(self, pid: int, directory: Path, conn: Connection) -> None:
+    def __init__(self, pid: int, directory: Path, conn: Connection, record_fd: int = -1) -> None:
         self.pid = pid
         self.dir = directory
         self.conn = conn
+        self.record_fd = record_fd  # the memfd the native observer writes its records to (this side's descriptor)
+        self.observer = False  # whether its process has the observer (said in its ready message, before any candidate code)
+        self.armed = 0  # how many observed commands it was sent: the sequence number its observer's record must carry
         self._ready = False
 
     def wait_ready(self, timeout: float) -> None:
@@ -108,7 +114,18 @@ class CandidateProcess:
             reply = self._receive(timeout)
             if reply.get("ready") is not True:
                 raise CandidateProtocolError(f"unexpected first message {reply!r:.200}")
+            self.observer = reply.get("observer") is True
             self._ready = True
+
+    def observed(self) -> list[str] | None:
+        """The operator names its observer recorded in the last observed command, read from the judge's memfd.
+
+        ``[]`` when its process has no observer; ``None`` when the record is missing, malformed or
+        not the last command's (see :func:`~kernelgym.backends.aten_observer.read_record`).
+        """
+        if not self.observer:
+            return []
+        return read_record(self.record_fd, self.armed)
 
     def pin(self, cpus: set[int]) -> None:
         """Pin it to ``cpus`` (set from outside: the candidate cannot ask for more than it is given)."""
@@ -131,6 +148,8 @@ class CandidateProcess:
         """
         nonce = secrets.token_hex(8)
         deadline = time.monotonic() + timeout
+        if command[0] in _OBSERVED_COMMANDS:
+            self.armed += 1
         self._send(_dumps((command[0], nonce, *command[1:])))
         reply = self._receive(timeout)
         while "build" in reply:
@@ -240,6 +259,10 @@ class CandidateProcess:
         """Kill it and everything it started; remove its directory."""
         with contextlib.suppress(OSError):
             self.conn.close()
+        if self.record_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.record_fd)
+            self.record_fd = -1
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         kill_session(self.pid)
@@ -281,17 +304,19 @@ class CandidateFactory:
         """A new candidate process (it confines itself and says ``ready``; see :meth:`CandidateProcess.wait_ready`)."""
         directory = Path(tempfile.mkdtemp(prefix="candidate-", dir=self.parent_dir))
         parent, child = socket.socketpair()
+        record = record_memfd()
         request = json.dumps({"dir": str(directory), "writable": [str(directory), *self.writable],
                               "cpus": sorted(cpus) if cpus else None}).encode()
         try:
             self.control.settimeout(timeout)
-            socket.send_fds(self.control, [struct.pack("!I", len(request)) + request], [child.fileno()])
+            socket.send_fds(self.control, [struct.pack("!I", len(request)) + request], [child.fileno(), record])
             pid = struct.unpack("!q", _read_exactly(self.control, 8))[0]
         except (OSError, ValueError) as exc:
+            os.close(record)
             raise CandidateCrash(f"the candidate factory did not answer: {exc}; {self._log_tail()}") from None
         finally:
             child.close()
-        return CandidateProcess(pid, directory, Connection(parent.detach()))
+        return CandidateProcess(pid, directory, Connection(parent.detach()), record)
 
     def _log_tail(self) -> str:
         log = self.parent_dir / "factory.log"
@@ -367,7 +392,8 @@ class _CommandReader:
         return (*command, fds) if fds else command
 
 
-def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPolicy, backend: Any, observer: Any) -> None:
+def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPolicy, backend: Any, observer: Any,
+               record_fd: int) -> None:
     """In a freshly forked child: become a confined candidate process and serve one answer.
 
     Confinement comes in this order: its own session, limits, no privileges (before the device
@@ -380,6 +406,9 @@ def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPo
     # The factory ignores SIGCHLD (the kernel reaps its children); a candidate must not, or every
     # compiler it runs would look successful to subprocess (ECHILD reads as exit status 0).
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    # The observer writes its records to the judge's memfd from C++, set before any candidate code can intervene.
+    if observer is None or not observer.record_to(record_fd):
+        os.close(record_fd)
     os.setsid()
     die_with_parent()
     directory = Path(spec["dir"])
@@ -409,7 +438,7 @@ def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPo
         for name in BLOCKED_MODULES:
             sys.modules[name] = None  # type: ignore[assignment]
     side = CandidateSide(backend, directory, build_root, observer)
-    conn.send_bytes(json.dumps({"ready": True, "confinement": confinement}).encode())
+    conn.send_bytes(json.dumps({"ready": True, "confinement": confinement, "observer": observer is not None}).encode())
     side.serve(_CommandReader(fd), conn.send_bytes)
 
 
@@ -460,8 +489,8 @@ def main(argv: list[str]) -> int:
     control = socket.socket(fileno=fd)
     while True:
         try:
-            header, fds, _, _ = socket.recv_fds(control, 4, 1)
-            if len(header) < 4 or not fds:
+            header, fds, _, _ = socket.recv_fds(control, 4, 2)
+            if len(header) < 4 or len(fds) != 2:
                 return 0
             spec = json.loads(_read_exactly(control, struct.unpack("!I", header)[0]))
         except (OSError, ValueError):
@@ -471,13 +500,14 @@ def main(argv: list[str]) -> int:
             code = 0
             try:
                 control.close()
-                _serve_one(fds[0], spec, cache_dir, policy, backend, observer)
+                _serve_one(fds[0], spec, cache_dir, policy, backend, observer, fds[1])
             except BaseException:  # noqa: BLE001 (a child never returns into the factory's loop)
                 traceback.print_exc()
                 code = 1
             finally:
                 os._exit(code)
-        os.close(fds[0])
+        for received in fds:
+            os.close(received)
         control.sendall(struct.pack("!q", pid))
 
 

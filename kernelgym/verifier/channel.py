@@ -62,6 +62,13 @@ class CandidateChannel(Protocol):
         """Send open descriptors (duplicated into the candidate), which arrive with the next command."""
         ...
 
+    def observed(self) -> list[str] | None:
+        """The operator names the native observer recorded in the last observed call, written by it to the judge's descriptor.
+
+        ``[]`` when the process has no observer; ``None`` when the record is missing, malformed or not that call's.
+        """
+        ...
+
     def libraries(self) -> list[str]:
         """Paths of the files mapped executable into the candidate process (its native code), read from outside."""
         ...

@@ -45,6 +45,7 @@ from kernelgym.verifier.compare import (
     leaf_mismatch,
     same_bytes,
 )
+from kernelgym.verifier.guard import compute_ops
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.presets import get_preset
 from kernelgym.verifier.result import Status, Violation
@@ -361,7 +362,13 @@ class Harness:
         self.backend.synchronize()
         reply, own = self.measured("call", training, grad, python_guard)
         _require_ok(reply)
-        ops = [str(op) for op in reply.get("ops", [])]
+        # What the observer saw comes from its own record (written from C++ to the judge's memfd), not from the reply,
+        # which the candidate's Python could rewrite; the reply adds what the Python guard saw, on watched calls.
+        seen = self.candidate.observed()
+        if seen is None:
+            raise illegal_verdict("The judge's record of the operators ModelNew.forward ran was missing or changed.",
+                                  runtime.observer_record_missing())
+        ops = sorted({str(op) for op in reply.get("ops", [])} | set(compute_ops([n for n in seen if n.startswith("aten::")])))
         if ops and "aten-fallback" not in self.preset.waived:
             listed = ", ".join(f"aten.{op}" for op in ops[:12])
             raise illegal_verdict("PyTorch computed part of the answer during ModelNew.forward.", runtime.aten_fallback(listed))

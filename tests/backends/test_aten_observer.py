@@ -89,3 +89,30 @@ def test_sampled_arming_sees_a_fraction_of_the_operator_calls_and_full_arming_se
     for _ in range(100):
         torch.neg(x)
     assert observer.disarm().count("aten::neg") == 100
+
+
+def test_each_disarm_writes_its_record_from_cpp_to_the_judges_descriptor(observer: AtenObserver) -> None:
+    """The record the judge reads carries the arming's sequence number; a stale, missing or garbled one reads as None."""
+    import os
+
+    from kernelgym.backends.aten_observer import RECORD_BYTES, read_record, record_memfd
+
+    fd = record_memfd()  # kept open: the observer writes to it for the rest of this process
+    with pytest.raises(OSError):
+        os.ftruncate(fd, 0)  # sealed: whoever holds it cannot cut it under the judge
+    assert os.fstat(fd).st_size == RECORD_BYTES and read_record(fd, 1) is None  # nothing written yet
+    assert observer.record_to(fd) and not observer.record_to(os.dup(fd))  # set once
+    observer.arm()
+    torch.sigmoid(torch.randn(4))
+    names = observer.disarm()
+    seq = int(os.pread(fd, 64, 0).split()[1])
+    assert "aten::sigmoid" in names and read_record(fd, seq) == names
+    assert read_record(fd, seq - 1) is None and read_record(fd, seq + 1) is None  # another arming's record
+    observer.arm(every=True)
+    torch.tanh(torch.randn(4))
+    assert read_record(fd, seq + 1) is None  # armed, not yet disarmed: no record of this arming
+    names = observer.disarm()
+    assert "aten::tanh" in read_record(fd, seq + 1) and "aten::sigmoid" not in names
+    forged = f"kernelgym-observer {seq + 1} 5 16\naten::tanh\nend\n".encode()
+    os.pwrite(fd, forged, 0)
+    assert read_record(fd, seq + 1) is None  # miscounted

@@ -53,6 +53,14 @@ def aten_fallback(ops: str) -> Violation:
     return _runtime("aten-fallback", f"ATen compute ops dispatched during forward: {ops}. Implement them in your kernel.")
 
 
+@rule("observer-record-missing", "the native ATen observer's record of a call is missing, malformed or not that call's "
+      "(the observer was disarmed, re-armed or bypassed)", stage="runtime")
+def observer_record_missing() -> Violation:
+    """The record the observer writes from C++ to the judge's descriptor was not there as the call left it."""
+    return _runtime("observer-record-missing", "the judge's record of the operators your forward ran was missing or changed; "
+                    "do not touch the judge's observer, its callbacks or its descriptors.")
+
+
 @rule("decoy-kernel", "no native kernel ran during forward (a kernel defined but never launched)", stage="runtime")
 def decoy_kernel() -> Violation:
     """``forward`` ran no kernel of the candidate's own."""
