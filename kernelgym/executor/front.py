@@ -1,4 +1,4 @@
-"""The judge's front door: ``Verifier.evaluate``, ``evaluate_many`` and ``submit`` (futures).
+"""The judge's front door: ``Verifier.evaluate``, ``evaluate_many``, ``submit`` (futures) and ``build_many`` (builds ahead).
 
 Holds:
     Verifier: runs the static stages (extract, inspect) in this process and hands the
@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,19 @@ class Verifier:
     def as_completed(futures: Iterable[Future[EvalResult]], timeout: float | None = None) -> Iterator[Future[EvalResult]]:
         """The futures of :meth:`submit` as they finish (``concurrent.futures.as_completed``)."""
         return as_completed(list(futures), timeout=timeout)
+
+    def build_many(self, pairs: Iterable[tuple[Task, str]]) -> list[EvalResult]:
+        """Build answers ahead, in parallel: the static stages and the build stage only, nothing is judged.
+
+        Builds land in the content-addressed cache, so a later :meth:`evaluate` of the same code
+        (in any verifier sharing the cache) finds them built. Each result is the static verdict, a
+        build failure, or ``ok`` for "built"; it is not a judgement of the answer.
+        """
+        prepared = [self.prepare(task, text) for task, text in pairs]
+        jobs = [replace(p, build_only=True) for p in prepared if isinstance(p, JudgeJob)]
+        submit = getattr(self.executor, "submit", None)
+        built = iter([f.result() for f in [submit(job) for job in jobs]] if submit is not None else self.executor.run_many(jobs))
+        return [next(built) if isinstance(p, JudgeJob) else p for p in prepared]
 
     def evaluate_many(self, pairs: Iterable[tuple[Task, str]]) -> list[EvalResult]:
         """Judge many answers, in the order given, in parallel (through :meth:`submit` where the executor has futures)."""

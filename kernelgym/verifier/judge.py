@@ -187,7 +187,10 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
                                                  *str(exc).strip().splitlines()[:1]]
     except Exception as exc:  # a failure of the harness itself is reported, never crashes the worker
         status, details = Status.JUDGE_ERROR, [f"Internal judge error (please report): {''.join(traceback.format_exception(exc))[-2000:]}"]
-    return _result(job, backend, progress, h, status, details, violations, lead)
+    result = _result(job, backend, progress, h, status, details, violations, lead)
+    if job.build_only and status is Status.OK:  # built, not judged: say nothing about correctness
+        return result.with_changes(feedback="Status: ok\nBuilt ahead only: not checked or timed; judge it for a verdict.")
+    return result
 
 
 def _result(job: JudgeJob, backend: Backend, progress: Progress, h: Harness, status: Status, details: list[str], violations: tuple[Violation, ...], lead: str) -> EvalResult:

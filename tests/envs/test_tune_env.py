@@ -154,6 +154,13 @@ def test_spaces_observations_rewards_and_truncation():
         env.step(np.array([3, 0]))
 
 
+def test_gymnasium_and_sb3_check_env_on_the_table_env():
+    env, _ = table_env(max_steps=4)
+    check_env(env, skip_render_check=True)  # render modes are checked in test_prebuild_judges_the_whole_grid_and_render_reports
+    sb3_env_checker = pytest.importorskip("stable_baselines3.common.env_checker")
+    sb3_env_checker.check_env(env, warn=True)
+
+
 def test_prebuild_judges_the_whole_grid_and_render_reports():
     env, verifier = table_env(render_mode="ansi")
     results = env.prebuild()
@@ -210,11 +217,13 @@ def matmul_grid(tune_verifier):
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # the grid is 9 builds; the env's API is checked on the table env in the default run
 def test_every_matmul_configuration_is_correct_and_timed(matmul_grid):
     assert all(r.ok and r.speedup is not None for r in matmul_grid), [r.feedback for r in matmul_grid if not r.ok]
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_gymnasium_and_sb3_check_env(cache_dir, matmul_grid):
     register_tune_envs()
     # The env builds its own verifier: check_env remakes the env from its spec, which deep-copies the kwargs.

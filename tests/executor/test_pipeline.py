@@ -27,6 +27,16 @@ def test_submit_returns_futures_that_complete_as_judged(cache_dir: Path, cpu_sui
         assert futures[0].result().status is Status.OK, futures[0].result().feedback
 
 
+def test_build_many_builds_ahead_and_the_judgement_then_finds_the_build(cache_dir: Path, cpu_suite) -> None:
+    task = cpu_suite["level1/1_ReLU"]
+    with Verifier(backend="cpp", num_workers=2, cache_dir=cache_dir, config=CONFIG) as verifier:
+        built = verifier.build_many([(task, "no code at all"), (task, task.solution("cpp"))])
+        assert [r.status for r in built] == [Status.FORMAT_ERROR, Status.OK]
+        assert built[1].speedup_eager is None  # built, not judged: nothing was timed
+        judged = verifier.evaluate(task, task.solution("cpp"))
+        assert judged.status is Status.OK and judged.cache_hit, judged.feedback
+
+
 def test_build_workers_compile_ahead_and_a_failed_build_is_the_verdict(cache_dir: Path, cpu_suite, monkeypatch) -> None:
     # The cpp backend builds where it runs; pretend it can build apart, as the cuda backend does on a GPU host.
     monkeypatch.setattr(CppBackend, "build_worker_environment", lambda self: {})

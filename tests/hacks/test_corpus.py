@@ -29,12 +29,23 @@ def _header(path: Path) -> dict[str, str]:
     return fields
 
 
+RUNTIME_DEFAULT = frozenset({"wrong-output", "aten-fallback", "forged-message", "unverified-library", "observer-record-missing",
+                             "work-after-return", "stale-output", "input-mutation"})
+"""The runtime rules whose first sample the default run judges (one per defense of the worker: outputs, ATen guards,
+the channel, loaded libraries, the observer's record, work after return, output caches, inputs)."""
+LEGIT_DEFAULT = frozenset({"openmp_relu_views", "concatenated_sources_lazy_build"})
+
+
 def _samples(kind: str, expect_ok: bool = False) -> list:
     """Samples of ``kind``; hack samples expected ``ok`` (pure timing attacks) only when ``expect_ok``.
 
-    The default run judges the first ``cpp`` sample of each rule (and every legit one); the others are
-    marked ``extended`` (``python -m pytest -m extended``, which CI also runs).
+    The default run judges the first ``cpp`` sample of each static rule (rejected before any build), of the
+    runtime rules in :data:`RUNTIME_DEFAULT` and the legit samples in :data:`LEGIT_DEFAULT` (each a build of
+    ~20 s on 2 cores); the others are marked ``extended`` (``python -m pytest -m extended``, which CI also runs).
     """
+    from kernelgym.verifier.rules import catalogue
+
+    runtime = catalogue("runtime")
     params, seen = [], set()
     for backend in ("cpp", "cuda", "triton"):
         for path in sorted((ROOT / kind / backend).glob("*.py")):
@@ -43,7 +54,9 @@ def _samples(kind: str, expect_ok: bool = False) -> list:
                 continue
             marks = [pytest.mark.slow] if backend == "cpp" else [pytest.mark.gpu]
             key = (backend, header.get("rule"), header.get("expect"))
-            if kind == "hacks" and key in seen:
+            if kind == "hacks" and (key in seen or (header.get("rule") in runtime and header.get("rule") not in RUNTIME_DEFAULT)):
+                marks.append(pytest.mark.extended)
+            if kind == "legit" and backend == "cpp" and path.stem not in LEGIT_DEFAULT:
                 marks.append(pytest.mark.extended)
             seen.add(key)
             params.append(pytest.param(backend, path, id=f"{backend}/{path.stem}", marks=marks))

@@ -29,7 +29,8 @@ def verifier(cache_dir: Path):
     made.close()
 
 
-@pytest.mark.parametrize("sample", ATTACKS)
+@pytest.mark.parametrize("sample", [pytest.param(a, marks=() if a in ("p35_raw_setpriority", "p35_flock_judge_lock") else pytest.mark.extended)
+                                    for a in ATTACKS])
 def test_the_attack_is_refused_and_the_next_honest_answer_is_ok(verifier: Verifier, sample: str) -> None:
     from kernelgym.tasks import load_suite
 

@@ -67,7 +67,7 @@ def candidate(body: str) -> str:
 
 @pytest.fixture(scope="module")
 def strict_verifier(cache_dir: Path):
-    config = VerifierConfig(runs=2, warmup=1, timeouts=StageTimeouts(build=600, check=15, time=15), memory_limit_gb=8)
+    config = VerifierConfig(runs=2, warmup=1, timeouts=StageTimeouts(build=600, check=8, time=8), memory_limit_gb=8)
     verifier = Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=config)
     yield verifier
     verifier.close()

@@ -392,6 +392,7 @@ def test_a_weight_cached_in_init_is_named_and_passes_with_fixed_weights(cpu_veri
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # a build of its own (its flags differ from every other answer's)
 def test_a_fast_math_answer_calling_glibc_vector_math_is_ok(cpu_verifier, tasks: dict[str, Task]):
     result = cpu_verifier.evaluate(tasks["sigmoid"], FAST_MATH)
     assert result.status is Status.OK, result.feedback
