@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HACKS = sorted((ROOT / "tests" / "hacks").glob("*/*.py"))
 # Patterns 1-23 are the known reward hacks (docs/hacks.md); 24-33 the classes of issue 14 and 15 (forging from
 # inside the candidate, watched vs timed calls, two readings of one program, process state, assumed weights).
-LAST_PATTERN = 36
+LAST_PATTERN = 37
 LEGIT = sorted((ROOT / "tests" / "legit").glob("*/*.py"))
 SOLUTIONS = sorted((ROOT / "kernelgym" / "tasks" / "suites").glob("*/solutions/**/*.py"))
 
