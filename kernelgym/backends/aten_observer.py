@@ -2,7 +2,7 @@
 
 Holds:
     AtenObserver: arm/disarm/ops over a global ``at::RecordFunction`` callback; ``record_to`` a judge's memfd.
-    record_memfd / read_record: the judge's sealed memfd for that record, and its reading (the names of one arming, or ``None``).
+    RECORD_BYTES / read_record: the size of the judge's sealed memfd for that record, and its reading (the names of one arming, or ``None``).
     load_observer: build (once per build cache) and load the observer extension.
     observer_built: whether that build is already done.
     OBSERVER_SOURCE: the C++ source of the extension.
@@ -37,7 +37,7 @@ from kernelgym.backends.native import (
     toolchain_fingerprint,
 )
 
-__all__ = ["OBSERVER_SOURCE", "SAMPLING", "AtenObserver", "load_observer", "observer_built", "read_record", "record_memfd", "RECORD_BYTES"]
+__all__ = ["OBSERVER_SOURCE", "SAMPLING", "AtenObserver", "load_observer", "observer_built", "read_record", "RECORD_BYTES"]
 
 SAMPLING = 0.1
 """The probability with which the observer sees each operator call of a credited call (the calls it watches whole see all)."""
@@ -166,26 +166,8 @@ class AtenObserver:
 
 
 RECORD_BYTES = 256 * 1024**2
-"""The size of the memfd a record is written to (sparse: only what is written takes memory)."""
-
-
-def record_memfd() -> int:
-    """A memfd for the observer's records: :data:`RECORD_BYTES` long, sealed against shrinking and growing.
-
-    The candidate's process holds it writable (its observer writes there), so it could otherwise cut it
-    under the judge; sealed, it can only write over it, which garbles its own record.
-    """
-    import fcntl
-    import os
-
-    fd = os.memfd_create("kernelgym-observer-record", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    try:
-        os.ftruncate(fd, RECORD_BYTES)
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
+"""The size of the memfd a record is written to: sealed at this size (the candidate's process holds it writable,
+so it could otherwise cut it under the judge), sparse (only what is written takes memory)."""
 
 
 def read_record(fd: int, expected_seq: int) -> list[str] | None:
@@ -197,13 +179,14 @@ def read_record(fd: int, expected_seq: int) -> list[str] | None:
     import os
 
     try:
-        head = os.pread(fd, 128, 0).split(b"\n", 1)[0].decode("ascii").split(" ")
+        line = os.pread(fd, 128, 0).split(b"\n", 1)[0]
+        head = line.decode("ascii").split(" ")
         if len(head) != 4 or head[0] != "kernelgym-observer" or not all(f.isdigit() for f in head[1:]):
             return None
         seq, count, size = (int(f) for f in head[1:])
         if seq != expected_seq or size > RECORD_BYTES:
             return None
-        body = os.pread(fd, size, len(" ".join(head)) + 1)
+        body = os.pread(fd, size, len(line) + 1)
     except (OSError, UnicodeDecodeError):
         return None
     lines = body.decode("utf-8", "replace").split("\n")

@@ -40,7 +40,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from kernelgym.backends.aten_observer import read_record, record_memfd
+from kernelgym.backends.aten_observer import RECORD_BYTES, read_record
 from kernelgym.executor.sandbox import (
     SandboxPolicy,
     apply_limits,
@@ -304,7 +304,9 @@ class CandidateFactory:
         """A new candidate process (it confines itself and says ``ready``; see :meth:`CandidateProcess.wait_ready`)."""
         directory = Path(tempfile.mkdtemp(prefix="candidate-", dir=self.parent_dir))
         parent, child = socket.socketpair()
-        record = record_memfd()
+        from kernelgym.verifier.trial_inputs import sealed_memfd  # (imports torch: not at the worker's start)
+
+        record = sealed_memfd(RECORD_BYTES, "kernelgym-observer-record")
         request = json.dumps({"dir": str(directory), "writable": [str(directory), *self.writable],
                               "cpus": sorted(cpus) if cpus else None}).encode()
         try:

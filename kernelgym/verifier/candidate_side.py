@@ -11,9 +11,11 @@ Holds:
 
 The candidate process never sees the reference, the expected outputs, the
 comparison or the verdict. Everything it reports (outputs' metadata, the ATen
-ops it saw, its kernel-call count, its per-call times) is an observation the
-trusted side weighs: outputs are read back from the shared buffers and compared
-there, and per-call times are checked against the trusted side's own clock.
+ops the Python guard saw, its kernel-call count, its per-call times) is an
+observation the trusted side weighs: outputs are read back from the shared
+buffers and compared there, per-call times are checked against the trusted
+side's own clock, and what the native observer saw reaches the trusted side in
+the record the observer writes itself, not in a reply.
 Replies are JSON, never pickles, so nothing the candidate sends can run code
 in the trusted process.
 """
@@ -39,7 +41,7 @@ import torch
 from kernelgym.backends import Backend, BuildRecord, KernelTracker
 from kernelgym.backends.native import BuildError, ForbiddenSymbolsError
 from kernelgym.verifier.compare import flatten_outputs, leaf_meta
-from kernelgym.verifier.guard import AtenGuard, GlobalState, compute_ops
+from kernelgym.verifier.guard import AtenGuard, GlobalState
 
 BLOCKED_MODULES = ("numpy", "cupy", "jax", "scipy", "numba")
 """Host (and foreign) array libraries a candidate process cannot import: they would compute outputs outside the guards."""
@@ -177,15 +179,15 @@ def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracke
             take_outputs(leaves, take)
             backend.synchronize()
     finally:
-        seen = observer.disarm() if observer is not None else []
+        if observer is not None:
+            observer.disarm()  # what it saw goes to the judge from C++, in its record (kernelgym.backends.aten_observer)
     storages = {v.untyped_storage().data_ptr() for v in inputs if isinstance(v, torch.Tensor) and v.numel()}
-    ops = set(compute_ops([name for name in seen if name.startswith("aten::")]))
     return leaves, {
         "ok": True,
         "ms": timer.elapsed_ms(),
         "pending_ms": pending_ms,
         "leaves": [leaf_meta(leaf, storages) for leaf in leaves],
-        "ops": sorted(ops | set(guard.compute_ops if guard is not None else ())),
+        "ops": sorted(guard.compute_ops) if guard is not None else [],  # the Python guard's; the observer's are in its record
         "kernel_calls": tracker.calls,
     }
 

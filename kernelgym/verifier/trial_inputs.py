@@ -122,7 +122,7 @@ class SharedBuffers:
             if isinstance(value, torch.Tensor) and value.device.type == "cpu":
                 span = _span(*_buffer_shape(value))
                 total += -(-max(span, 1) * value.element_size() // _ALIGN) * _ALIGN
-        descriptor = _sealed_memfd(total) if total else None
+        descriptor = sealed_memfd(total) if total else None
         memory = map_descriptor(descriptor) if descriptor is not None else None
         local, remote = [], []
         for value, offset in zip(values, offsets, strict=True):
@@ -149,9 +149,9 @@ def _buffer_shape(like: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...]]
     return size, stride
 
 
-def _sealed_memfd(size: int) -> int:
-    """An anonymous shared file of ``size`` bytes whose size no process can change again."""
-    fd = os.memfd_create("kernelgym-shared", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+def sealed_memfd(size: int, name: str = "kernelgym-shared") -> int:
+    """An anonymous shared file of ``size`` bytes whose size no process can change again (sparse until written)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         os.ftruncate(fd, size)
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)

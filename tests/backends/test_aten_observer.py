@@ -95,9 +95,10 @@ def test_each_disarm_writes_its_record_from_cpp_to_the_judges_descriptor(observe
     """The record the judge reads carries the arming's sequence number; a stale, missing or garbled one reads as None."""
     import os
 
-    from kernelgym.backends.aten_observer import RECORD_BYTES, read_record, record_memfd
+    from kernelgym.backends.aten_observer import RECORD_BYTES, read_record
+    from kernelgym.verifier.trial_inputs import sealed_memfd
 
-    fd = record_memfd()  # kept open: the observer writes to it for the rest of this process
+    fd = sealed_memfd(RECORD_BYTES, "observer-record")  # kept open: the observer writes to it for the rest of this process
     with pytest.raises(OSError):
         os.ftruncate(fd, 0)  # sealed: whoever holds it cannot cut it under the judge
     assert os.fstat(fd).st_size == RECORD_BYTES and read_record(fd, 1) is None  # nothing written yet
