@@ -129,13 +129,47 @@ def select_answers(tasks: Iterable[Task], only: Sequence[str], ids: Sequence[str
 
 
 def identity_answers(tasks: Iterable[Task], levels: Sequence[int], per_level: int) -> list[Answer]:
-    """The reference itself as ``ModelNew`` for the first ``per_level`` tasks of each level (judged as CUDA answers:
-    under the ``kernelbench`` preset they are legal, and both judges should find them 1.00x)."""
+    """The reference itself as ``ModelNew`` for ``per_level`` tasks of each level, spread evenly over the level's
+    tasks in id order and never a large-input one (judged as CUDA answers: under the ``kernelbench`` preset they
+    are legal, and both judges should find them 1.00x).
+
+    Example:
+        >>> tasks = [Task(f"level1/{i}_T", "T", 1, i, "class Model: pass") for i in range(1, 11)]
+        >>> [a.task.id for a in identity_answers(tasks, (1,), 3)]
+        ['level1/1_T', 'level1/4_T', 'level1/7_T']
+    """
     picked: list[Answer] = []
     for level in levels:
-        chosen = [t for t in tasks if t.level == level][:per_level]
+        pool = sorted((t for t in tasks if t.level == level and t.id not in LARGE), key=lambda t: t.problem_id)
+        step = max(1, len(pool) // per_level) if per_level else 1
+        chosen = pool[::step][:per_level]
         picked += [Answer(t, "cuda", identity_answer(t.source), label="identity") for t in chosen]
     return picked
+
+
+def calibration(records: Sequence[dict[str, Any]], phase: str = "warm") -> dict[str, Any]:
+    """The identity answers' speedups in ``phase``, per level: median, range, how many are off by more than 15%.
+
+    Example:
+        >>> recs = [{"phase": "warm", "answer": "identity:level1/1_T", "task": "level1/1_T", "status": "ok", "speedup": 0.98},
+        ...         {"phase": "warm", "answer": "identity:level1/4_T", "task": "level1/4_T", "status": "ok", "speedup": 1.2}]
+        >>> calibration(recs)["levels"]["level1"]["outside_15_percent"]
+        ['identity:level1/4_T']
+    """
+    levels: dict[str, dict[str, Any]] = {}
+    rows = [r for r in records if r["phase"] == phase and r["answer"].startswith("identity:")]
+    for level in sorted({r["task"].split("/")[0] for r in rows}):
+        mine = [r for r in rows if r["task"].startswith(level + "/")]
+        speeds = {r["answer"]: r["speedup"] for r in mine if r["status"] == "ok" and r.get("speedup")}
+        values = sorted(speeds.values())
+        levels[level] = {
+            "answers": len(mine), "ok": len(speeds),
+            "median": round(statistics.median(values), 4) if values else None,
+            "min": round(values[0], 4) if values else None, "max": round(values[-1], 4) if values else None,
+            "outside_15_percent": sorted(a for a, v in speeds.items() if abs(v - 1.0) > 0.15),
+            "not_ok": sorted(r["answer"] for r in mine if r["answer"] not in speeds),
+        }
+    return {"phase": phase, "levels": levels}
 
 
 def agreement(records: Sequence[dict[str, Any]], phase: str = "warm") -> dict[str, Any]:
@@ -345,6 +379,26 @@ def _kb_status(outcome: dict[str, Any]) -> str:
     return "error" if {"error", "other_error", "cuda_error"} & set(metadata) else "compile_error"
 
 
+def kernelbench_answers(answers: Sequence[Answer], per_level: int | None) -> list[Answer]:
+    """The answers KernelBench's pipeline judges: all but the identity answers past the first ``per_level`` of a level.
+
+    Example:
+        >>> tasks = [Task(f"level1/{i}_T", "T", 1, i, "class Model: pass") for i in (1, 2)]
+        >>> [a.key for a in kernelbench_answers(identity_answers(tasks, (1,), 2), 1)]
+        ['identity:level1/1_T']
+    """
+    if per_level is None:
+        return list(answers)
+    kept, seen = [], {}
+    for answer in answers:
+        if answer.label == "identity":
+            seen[answer.task.level] = seen.get(answer.task.level, 0) + 1
+            if seen[answer.task.level] > per_level:
+                continue
+        kept.append(answer)
+    return kept
+
+
 def run_kernelbench(answers: Sequence[Answer], args: argparse.Namespace, work: Path, recorder: Recorder,
                     deadline: float) -> dict[str, Any]:
     """KernelBench's prebuild pool, then one fresh process per evaluation; returns the phase's totals."""
@@ -445,15 +499,23 @@ def summarize(records: Sequence[dict[str, Any]], phases: dict[str, dict[str, Any
             "wall_s": round(wall, 3),
             "answers_per_min": round(len(judged) / wall * 60.0, 3) if wall else None,
             "median_answer_s": round(statistics.median(seconds), 3) if seconds else None,
+            # kernelgym's seconds run from its first batch's start (CUDA's, then Triton's own clock)
+            "first_verdict_s": round(min(r["seconds"] for r in judged if r["backend"] == judged[0]["backend"]), 3)
+            if judged and phase != "kernelbench" else None,
             "large": {r["answer"]: {"status": r["status"], "seconds": round(_answer_seconds(r), 3)}
                       for r in rows if r["task"] in LARGE},
         }
     phase = "warm" if "warm" in out["phases"] else "cold"
     if phase in out["phases"] and "kernelbench" in out["phases"]:
         out["agreement"] = agreement(records, phase)
+    if any(r["answer"].startswith("identity:") for r in records if r["phase"] == phase):
+        out["calibration"] = calibration(records, phase)
     cold, kb = out["phases"].get("cold"), out["phases"].get("kernelbench")
     if cold and kb and cold["answers_per_min"] and kb["answers_per_min"]:
         out["cold_vs_kernelbench_throughput"] = round(cold["answers_per_min"] / kb["answers_per_min"], 3)
+    warm = out["phases"].get("warm")
+    if warm and kb and warm["answers_per_min"] and kb["answers_per_min"]:
+        out["warm_vs_kernelbench_throughput"] = round(warm["answers_per_min"] / kb["answers_per_min"], 3)
     return out
 
 
@@ -470,15 +532,23 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]], 
     """The summary as a markdown report: machine, totals per phase, and one row per answer."""
     lines = [f"# KernelBench-scale judging, {meta.get('date', '')}", ""]
     lines += [f"- {key}: {value}" for key, value in meta.items() if key != "date"]
-    lines += ["", "## Totals", "", "| phase | answers | ok | wall s | answers/min | median s/answer | statuses |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += ["", "## Totals", "", "| phase | answers | ok | wall s | first verdict s | answers/min | median s/answer | statuses |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for phase, p in summary["phases"].items():
         statuses = ", ".join(f"{k} {v}" for k, v in sorted(p["statuses"].items()))
-        lines.append(f"| {phase} | {p['answers']} | {p['ok']} | {p['wall_s']} | {p['answers_per_min']} | "
+        lines.append(f"| {phase} | {p['answers']} | {p['ok']} | {p['wall_s']} | {p.get('first_verdict_s') or '-'} | {p['answers_per_min']} | "
                      f"{p['median_answer_s']} | {statuses} |")
     if "cold_vs_kernelbench_throughput" in summary:
         lines += ["", f"Cold kernelgym throughput / KernelBench pipeline throughput: "
                       f"{summary['cold_vs_kernelbench_throughput']}x"]
+    if "warm_vs_kernelbench_throughput" in summary:
+        lines += [f"Warm kernelgym throughput / KernelBench pipeline throughput: {summary['warm_vs_kernelbench_throughput']}x"]
+    if summary.get("calibration"):
+        lines += ["", f"## Identity answers ({summary['calibration']['phase']}): the reference as its own answer", "",
+                  "| level | answers | ok | median | range | off by >15% | not ok |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        for level, c in summary["calibration"]["levels"].items():
+            lines.append(f"| {level} | {c['answers']} | {c['ok']} | {c['median']} | {c['min']}-{c['max']} | "
+                         f"{', '.join(c['outside_15_percent']) or 'none'} | {', '.join(c['not_ok']) or 'none'} |")
     if summary.get("agreement"):
         agree = summary["agreement"]
         lines += ["", f"## Speedup agreement ({agree['phase']} kernelgym / KernelBench, answers ok in both)", "",
@@ -559,7 +629,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tasks", default="", help="only these task ids (level1/19_ReLU or 19_ReLU), comma-separated")
     parser.add_argument("--limit", type=int, default=None, help="at most this many answers")
     parser.add_argument("--identity", type=int, default=0,
-                        help="also judge the reference itself as the answer for this many tasks of levels 1 and 2 (use --rules kernelbench)")
+                        help="also judge the reference itself as the answer for this many tasks of each --identity-levels "
+                             "level, spread over the level (use --rules kernelbench)")
+    parser.add_argument("--identity-levels", default="1,2", help="levels of the identity answers, comma-separated (default: 1,2)")
+    parser.add_argument("--kb-identity", type=int, default=None,
+                        help="KernelBench's pipeline judges only the first N identity answers of each level (default: all)")
     parser.add_argument("--deadline-s", type=float, default=0.0, help="start no answer after this many seconds (0: none)")
     parser.add_argument("--num-workers", type=int, default=None, help="kernelgym workers (default: the executor's)")
     parser.add_argument("--rules", default="native", choices=("native", "kernelbench"),
@@ -569,6 +643,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="KernelBench prebuild processes (its default: 20, capped at the cores)")
     parser.add_argument("--kb-gpu-arch", default="Hopper", help="KernelBench's gpu_arch names, comma-separated")
     parser.add_argument("--work-dir", default="", help="build caches and KernelBench build folders (default: a temp dir)")
+    parser.add_argument("--cache-dir", default="",
+                        help="kernelgym's build cache, holding only what `kernelgym prepare` built; the cold phase keeps it "
+                             "(cold then means: no answer's build is cached). Default: a fresh cache in the work dir")
     parser.add_argument("--commit", default="", help="commit to record when this tree is not a git checkout")
     args = parser.parse_args(argv)
     args.command = "run"
@@ -581,6 +658,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.only = [s for s in args.only.split(",") if s]
     args.tasks = [t for t in args.tasks.split(",") if t]
     args.kb_gpu_arch = [a for a in args.kb_gpu_arch.split(",") if a]
+    args.identity_levels = [int(level) for level in args.identity_levels.split(",") if level]
     return args
 
 
@@ -649,25 +727,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     suite = load_kernelbench_dir(args.kernelbench)
     answers = select_answers(suite, args.only, args.tasks, args.limit)
     if args.identity:
-        answers += identity_answers(suite, (1, 2), args.identity)
+        answers += identity_answers(suite, args.identity_levels, args.identity)
     if not answers:
         raise SystemExit("no answer is left after --only/--tasks/--limit")
     meta = {**machine_meta(args.commit), "kernelbench": str(Path(args.kernelbench).resolve()),
-            "answers": len(answers), "phases_run": args.phases, "rules": args.rules}
+            "answers": len(answers), "phases_run": args.phases, "rules": args.rules,
+            "cache": "prepared (kernelgym prepare)" if args.cache_dir else "fresh"}
     log(f"{len(answers)} answers ({sum(a.backend == 'cuda' for a in answers)} CUDA), phases {', '.join(args.phases)}; "
         f"work dir {work}")
     recorder = Recorder(out)
     totals: dict[str, dict[str, Any]] = {}
-    cache = work / "kernelgym_cache"
+    cache = Path(args.cache_dir) if args.cache_dir else work / "kernelgym_cache"
     for phase in args.phases:
         try:
             if phase == "cold":
-                shutil.rmtree(cache, ignore_errors=True)
+                if not args.cache_dir:
+                    shutil.rmtree(cache, ignore_errors=True)
                 totals[phase] = run_kernelgym(phase, answers, args, cache, recorder, deadline)
             elif phase == "warm":
                 totals[phase] = run_kernelgym(phase, answers, args, cache, recorder, deadline)
             else:
-                totals[phase] = run_kernelbench(answers, args, work, recorder, deadline)
+                totals[phase] = run_kernelbench(kernelbench_answers(answers, args.kb_identity), args, work, recorder, deadline)
         except Exception:  # a broken phase is reported; the next phase still runs
             log(f"{phase}: phase failed:\n{traceback.format_exc()}")
             totals[phase] = {"error": traceback.format_exc()[-1500:]}
