@@ -215,7 +215,7 @@ def _kernelgym_record(phase: str, answer: Answer, result: Any, seconds: float) -
     record = {
         "phase": phase, "answer": answer.key, "task": answer.task.id, "backend": answer.backend,
         "status": result.status.value, "speedup": result.speedup_eager, "runtime_ms": result.runtime_ms,
-        "ref_ms": result.ref_eager_ms, "cache_hit": result.cache_hit, "stage_seconds": stages,
+        "ref_ms": result.ref_eager_ms, "cache_hit": result.cache_hit, "stage_seconds": stages, "flags": list(result.flags),
         "seconds": round(seconds, 3),
     }
     if result.status.value != "ok":

@@ -38,3 +38,24 @@ def test_noise_is_the_measured_spread_of_calls_and_probes():
 @pytest.mark.parametrize("bad", [float("nan"), -1.0])
 def test_nan_or_negative_claims_are_never_believed(bad):
     assert audit_claims([1.0, bad, 1.0], [1.4, 1.4, 1.4], PROBES).rejected
+
+
+def test_a_probe_holds_memory_as_a_call_does(tmp_path):
+    """A probe frees the last call's outputs and keeps its own, as a call does: the next call then poisons as much
+    free memory after a probe as after a call (the audit subtracts one from the other)."""
+    import torch
+
+    from kernelgym.backends import get_backend
+    from kernelgym.verifier.candidate_side import CandidateSide
+
+    class Double(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    side = CandidateSide(get_backend("cpp"), tmp_path, tmp_path)
+    side.model = Double()
+    side.inputs, side.outputs = [torch.ones(8)], [torch.zeros(8)]
+    assert side.cmd_call(False, False)["ok"]
+    called = side.kept[0]
+    assert side.cmd_probe(False, False)["ok"]
+    assert len(side.kept) == 1 and side.kept[0] is not called and side.kept[0].shape == called.shape
