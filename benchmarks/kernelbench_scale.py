@@ -96,6 +96,24 @@ class Answer:
     label: str = ""
 
     @property
+    def program(self) -> str:
+        """The program KernelBench's pipeline is given: the answer's code without a markdown fence around it
+        (KernelBench extracts code when it generates, before evaluating; a fenced text is a syntax error there).
+        A text kernelgym cannot read as a program is given as it is.
+
+        Example:
+            >>> text = "```python\\nclass ModelNew(nn.Module):\\n    pass\\n```"
+            >>> Answer(Task("level1/1_T", "T", 1, 1, ""), "cuda", text).program.startswith("class ModelNew")
+            True
+        """
+        from kernelgym.verifier.extract import FormatError, extract_program
+
+        try:
+            return extract_program(self.text)
+        except FormatError:
+            return self.text
+
+    @property
     def key(self) -> str:
         """``<label or backend>:<task id>``, unique within a run (``identity:...`` for the reference as its own answer)."""
         return f"{self.label or self.backend}:{self.task.id}"
@@ -148,7 +166,7 @@ def identity_answers(tasks: Iterable[Task], levels: Sequence[int], per_level: in
 
 
 def calibration(records: Sequence[dict[str, Any]], phase: str = "warm") -> dict[str, Any]:
-    """The identity answers' speedups in ``phase``, per level: median, range, how many are off by more than 15%.
+    """The identity answers' speedups in ``phase`` (else cold), per level: median, range, those off by more than 15%.
 
     Example:
         >>> recs = [{"phase": "warm", "answer": "identity:level1/1_T", "task": "level1/1_T", "status": "ok", "speedup": 0.98},
@@ -157,7 +175,11 @@ def calibration(records: Sequence[dict[str, Any]], phase: str = "warm") -> dict[
         ['identity:level1/4_T']
     """
     levels: dict[str, dict[str, Any]] = {}
-    rows = [r for r in records if r["phase"] == phase and r["answer"].startswith("identity:")]
+    # the phase asked for where it judged the answer, else the cold phase (a run cut before its warm phase)
+    chosen = {r["answer"]: r for r in records if r["phase"] == "cold" and r["answer"].startswith("identity:")}
+    chosen.update({r["answer"]: r for r in records
+                   if r["phase"] == phase and r["answer"].startswith("identity:") and r["status"] != "not_run"})
+    rows = list(chosen.values())
     for level in sorted({r["task"].split("/")[0] for r in rows}):
         mine = [r for r in rows if r["task"].startswith(level + "/")]
         speeds = {r["answer"]: r["speedup"] for r in mine if r["status"] == "ok" and r.get("speedup")}
@@ -173,7 +195,7 @@ def calibration(records: Sequence[dict[str, Any]], phase: str = "warm") -> dict[
 
 
 def agreement(records: Sequence[dict[str, Any]], phase: str = "warm") -> dict[str, Any]:
-    """Per answer judged ok by both, kernelgym's speedup (``phase``) over KernelBench's; the median |ratio - 1|.
+    """Per answer judged ok by both, kernelgym's speedup (``phase``, else cold) over KernelBench's; the median |ratio - 1|.
 
     Example:
         >>> recs = [{"phase": "warm", "answer": "a", "status": "ok", "speedup": 1.1},
@@ -181,7 +203,9 @@ def agreement(records: Sequence[dict[str, Any]], phase: str = "warm") -> dict[st
         >>> agreement(recs)["median_abs_deviation"]
         0.1
     """
-    mine = {r["answer"]: r for r in records if r["phase"] == phase and r["status"] == "ok" and r.get("speedup")}
+    mine = {r["answer"]: r for r in records if r["phase"] == "cold" and r["status"] == "ok" and r.get("speedup")}
+    # the phase asked for where it judged the answer, else the cold phase (a run cut before its warm phase)
+    mine.update({r["answer"]: r for r in records if r["phase"] == phase and r["status"] == "ok" and r.get("speedup")})
     theirs = {r["answer"]: r for r in records if r["phase"] == "kernelbench" and r["status"] == "ok" and r.get("speedup")}
     ratios = {a: mine[a]["speedup"] / theirs[a]["speedup"] for a in sorted(set(mine) & set(theirs))}
     deviations = [abs(r - 1.0) for r in ratios.values()]
@@ -413,7 +437,7 @@ def run_kernelbench(answers: Sequence[Answer], args: argparse.Namespace, work: P
     if cuda and time.time() < deadline:
         log(f"kernelbench: prebuilding {len(cuda)} CUDA answers with {args.kb_build_workers} processes")
         with ctx.Pool(args.kb_build_workers) as pool:
-            pending = {a.key: pool.apply_async(_kb_build, (evaluator, args.kb_gpu_arch, a.text, dirs[a.key])) for a in cuda}
+            pending = {a.key: pool.apply_async(_kb_build, (evaluator, args.kb_gpu_arch, a.program, dirs[a.key])) for a in cuda}
             for key, job in pending.items():
                 try:
                     builds[key] = job.get(timeout=max(1.0, min(KB_TIMEOUT_S, deadline - time.time())))
@@ -429,7 +453,7 @@ def run_kernelbench(answers: Sequence[Answer], args: argparse.Namespace, work: P
             continue
         began = time.perf_counter()
         with ctx.Pool(1) as pool:
-            job = pool.apply_async(_kb_evaluate, (evaluator, args.kb_gpu_arch, answer.task.source, answer.text,
+            job = pool.apply_async(_kb_evaluate, (evaluator, args.kb_gpu_arch, answer.task.source, answer.program,
                                                    dirs[answer.key], answer.backend))
             try:
                 outcome = job.get(timeout=KB_TIMEOUT_S)
@@ -702,8 +726,13 @@ def report(args: argparse.Namespace) -> int:
         if summary.is_file():
             content = json.loads(summary.read_text())
             metas.append(content.get("meta", {}))
-            for phase, totals in content.get("phases", {}).items():
-                phases[phase] = {k: totals[k] for k in ("wall_s", "prebuild_s", "stand_ins") if k in totals}
+            for phase, totals in content.get("phases", {}).items():  # the runs' walls add up (one machine, one after the other)
+                merged_totals = phases.setdefault(phase, {})
+                for key in ("wall_s", "prebuild_s"):
+                    if key in totals:
+                        merged_totals[key] = round(merged_totals.get(key, 0.0) + totals[key], 3)
+                if "stand_ins" in totals:
+                    merged_totals["stand_ins"] = totals["stand_ins"]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {**runs_meta(metas, args.commit), "merged_from": list(args.inputs)}
