@@ -26,6 +26,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``extended`` tests are skipped once ``KERNELGYM_EXTENDED_UNTIL`` (epoch seconds) has passed.
+
+    ``.ci/run`` sets it so that the extended cases run only while its time budget allows; a test that has
+    started runs to its end.
+    """
+    until = os.environ.get("KERNELGYM_EXTENDED_UNTIL")
+    if until and item.get_closest_marker("extended") is not None:
+        import time
+
+        if time.time() > float(until):
+            pytest.skip("the time budget of this run for extended tests is spent (KERNELGYM_EXTENDED_UNTIL)")
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """One content-addressed build cache for every test: each candidate compiles once per session.
