@@ -15,9 +15,9 @@ next runs), under one condition at a time:
 ``ipc_inputs_copied``
     the same, copied into this process's own memory before the timed calls.
 ``poisoned``
-    every free block of the caching allocator filled (0xFF) before each call, as
-    the judge's candidate does, after emptying the cache and reserving one block
-    as large as the memory in use.
+    every free block of the caching allocator filled (0xFF) before each call by the
+    judge's own ``poison_memory`` (the first call empties the cache and reserves one
+    block as large as the memory in use).
 ``outputs_taken``
     each call's outputs copied into buffers of the same shape after the call, and
     dropped before the next call.
@@ -45,8 +45,10 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
-from kernelgym.backends.cuda import _DeviceSpan, free_blocks, poison_block_bytes  # noqa: E402
+from kernelgym.backends import get_backend  # noqa: E402
 from kernelgym.tasks import load_kernelbench_dir  # noqa: E402
+from kernelgym.verifier.candidate_side import take_outputs  # noqa: E402
+from kernelgym.verifier.compare import flatten_outputs  # noqa: E402
 
 FLUSH_BYTES = 256 * 1024**2
 
@@ -90,13 +92,6 @@ def _ipc_child(source: str, seed: int, queue: Any, done: Any) -> None:
     done.wait()
 
 
-def _poison() -> None:
-    index = torch.cuda.current_device()
-    for address, size in free_blocks(torch.cuda.memory_snapshot(), index):
-        torch.as_tensor(_DeviceSpan(address, size), device="cuda").fill_(0xFF)
-    torch.cuda.synchronize()
-
-
 def conditions(task: Any, answer: str, calls: int) -> dict[str, dict[str, float]]:
     """Every condition's timing of one task's answer (see the module's docstring)."""
     reference_module = _module(task.source, "reference")
@@ -123,20 +118,17 @@ def conditions(task: Any, answer: str, calls: int) -> dict[str, dict[str, float]
         done.set()
         child.join(timeout=60)
 
-    torch.cuda.empty_cache()
-    size = poison_block_bytes(int(torch.cuda.memory_allocated()), int(torch.cuda.mem_get_info()[0]))
-    torch.empty((size,), dtype=torch.uint8, device="cuda")
-    results["poisoned"] = _time(model, inputs, calls, before=_poison)
+    backend = get_backend("cuda")  # the judge's own poisoning: the first call empties the cache and reserves a block
+    results["poisoned"] = _time(model, inputs, calls, before=lambda: backend.poison_memory("call_conditions"))
     torch.cuda.empty_cache()
 
     buffers: list[Any] = []
 
-    def take(out: Any) -> None:
-        leaves = [out] if isinstance(out, torch.Tensor) else list(out)
+    def take(out: Any) -> None:  # as the judge's candidate takes its outputs into the judge's buffers
+        leaves = flatten_outputs(out)
         if not buffers:
             buffers.extend(torch.empty_like(leaf) for leaf in leaves)
-        for buffer, leaf in zip(buffers, leaves):
-            buffer.copy_(leaf)
+        take_outputs(leaves, buffers)
 
     results["outputs_taken"] = _time(model, inputs, calls, after=take)
     return results

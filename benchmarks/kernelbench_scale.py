@@ -165,6 +165,21 @@ def identity_answers(tasks: Iterable[Task], levels: Sequence[int], per_level: in
     return picked
 
 
+def _phase_else_cold(records: Sequence[dict[str, Any]], phase: str, keep: Callable[[dict[str, Any]], bool]) -> dict[str, dict[str, Any]]:
+    """Per answer, its record of ``phase`` where that phase judged it, else its cold record (a run cut before its
+    warm phase); only records ``keep`` accepts.
+
+    Example:
+        >>> recs = [{"phase": "cold", "answer": "a", "status": "ok"}, {"phase": "warm", "answer": "a", "status": "not_run"},
+        ...         {"phase": "cold", "answer": "b", "status": "ok"}, {"phase": "warm", "answer": "b", "status": "ok"}]
+        >>> {a: r["phase"] for a, r in _phase_else_cold(recs, "warm", lambda r: True).items()}
+        {'a': 'cold', 'b': 'warm'}
+    """
+    chosen = {r["answer"]: r for r in records if r["phase"] == "cold" and keep(r)}
+    chosen.update({r["answer"]: r for r in records if r["phase"] == phase and r["status"] != "not_run" and keep(r)})
+    return chosen
+
+
 def calibration(records: Sequence[dict[str, Any]], phase: str = "warm") -> dict[str, Any]:
     """The identity answers' speedups in ``phase`` (else cold), per level: median, range, those off by more than 15%.
 
@@ -175,11 +190,7 @@ def calibration(records: Sequence[dict[str, Any]], phase: str = "warm") -> dict[
         ['identity:level1/4_T']
     """
     levels: dict[str, dict[str, Any]] = {}
-    # the phase asked for where it judged the answer, else the cold phase (a run cut before its warm phase)
-    chosen = {r["answer"]: r for r in records if r["phase"] == "cold" and r["answer"].startswith("identity:")}
-    chosen.update({r["answer"]: r for r in records
-                   if r["phase"] == phase and r["answer"].startswith("identity:") and r["status"] != "not_run"})
-    rows = list(chosen.values())
+    rows = list(_phase_else_cold(records, phase, lambda r: r["answer"].startswith("identity:")).values())
     for level in sorted({r["task"].split("/")[0] for r in rows}):
         mine = [r for r in rows if r["task"].startswith(level + "/")]
         speeds = {r["answer"]: r["speedup"] for r in mine if r["status"] == "ok" and r.get("speedup")}
@@ -203,9 +214,7 @@ def agreement(records: Sequence[dict[str, Any]], phase: str = "warm") -> dict[st
         >>> agreement(recs)["median_abs_deviation"]
         0.1
     """
-    mine = {r["answer"]: r for r in records if r["phase"] == "cold" and r["status"] == "ok" and r.get("speedup")}
-    # the phase asked for where it judged the answer, else the cold phase (a run cut before its warm phase)
-    mine.update({r["answer"]: r for r in records if r["phase"] == phase and r["status"] == "ok" and r.get("speedup")})
+    mine = _phase_else_cold(records, phase, lambda r: r["status"] == "ok" and bool(r.get("speedup")))
     theirs = {r["answer"]: r for r in records if r["phase"] == "kernelbench" and r["status"] == "ok" and r.get("speedup")}
     ratios = {a: mine[a]["speedup"] / theirs[a]["speedup"] for a in sorted(set(mine) & set(theirs))}
     deviations = [abs(r - 1.0) for r in ratios.values()]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,11 +34,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     started runs to its end.
     """
     until = os.environ.get("KERNELGYM_EXTENDED_UNTIL")
-    if until and item.get_closest_marker("extended") is not None:
-        import time
-
-        if time.time() > float(until):
-            pytest.skip("the time budget of this run for extended tests is spent (KERNELGYM_EXTENDED_UNTIL)")
+    if until and item.get_closest_marker("extended") is not None and time.time() > float(until):
+        pytest.skip("the time budget of this run for extended tests is spent (KERNELGYM_EXTENDED_UNTIL)")
 
 
 @pytest.fixture(scope="session")
