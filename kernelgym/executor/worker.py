@@ -20,6 +20,7 @@ checks, compiles in a build sandbox and publishes into the store
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -121,6 +122,12 @@ def main(argv: list[str]) -> int:
         process.pin(mine)
         return process
 
+    def quiet() -> None:
+        """Wait until the processes forked ahead have started (a start that fails shows when one is taken)."""
+        for spare in spares:
+            with contextlib.suppress(Exception):
+                spare.wait_ready(_CANDIDATE_STARTUP_SECONDS)
+
     conn.send(("ready", "trusted worker; each candidate is confined in its own process"))
     jobs = 0
     try:
@@ -141,7 +148,7 @@ def main(argv: list[str]) -> int:
                 if builder is not None:
                     candidate.build_service = functools.partial(builder.serve, admitted=get_preset(job.config.rules).admitted_concerns)
                 result = judge(job, candidate, build_root, job_dir, on_stage=lambda stage, budget: conn.send(("stage", stage, budget)),
-                               twin=take_spare)
+                               twin=take_spare, quiet=quiet)
             except Exception as exc:  # the candidate's process never came up
                 result = None
                 conn.send(("failed", f"the candidate's process could not start: {exc}"))

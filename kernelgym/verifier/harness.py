@@ -127,9 +127,10 @@ class Harness:
 
     def __init__(self, job: JudgeJob, backend: Backend, candidate: CandidateChannel, build_root: Path, work_dir: Path,
                  on_stage: Callable[[str, float], None], progress: Progress,
-                 twin: Callable[[], CandidateChannel] | None = None) -> None:
+                 twin: Callable[[], CandidateChannel] | None = None, quiet: Callable[[], None] = lambda: None) -> None:
         self.job = job
         self.twin = twin  # a fresh process made like the candidate's, for the reference's timing (host devices)
+        self.quiet = quiet  # returns once no process started ahead is still starting (called before timed calls)
         self.build_root = build_root
         self.config = job.config
         self.backend = backend

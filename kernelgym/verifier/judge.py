@@ -158,16 +158,17 @@ def _check(h: Harness) -> None:
 
 def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir: Path,
           on_stage: Callable[[str, float], None] = lambda _s, _b: None,
-          twin: Callable[[], CandidateChannel] | None = None) -> EvalResult:
+          twin: Callable[[], CandidateChannel] | None = None, quiet: Callable[[], None] = lambda: None) -> EvalResult:
     """Build, check, time and score one candidate running in ``candidate``'s process (build only when ``job.build_only``).
 
     ``on_stage(name, budget)`` is told each stage and its budget in seconds as it starts or its budget changes.
     ``twin()`` starts a fresh process made like the candidate's: on a host, the reference is timed there
-    (:mod:`kernelgym.verifier.twin`); without it, in this process.
+    (:mod:`kernelgym.verifier.twin`); without it, in this process. ``quiet()`` returns once no process the
+    caller started ahead (the next job's candidate) is still starting: it is called before the timed calls.
     """
     backend = get_backend(job.backend)
     progress = Progress(seconds={"extract": job.extract_seconds, "inspect": job.inspect_seconds})
-    h = Harness(job, backend, candidate, build_root, work_dir, on_stage, progress, twin)
+    h = Harness(job, backend, candidate, build_root, work_dir, on_stage, progress, twin, quiet)
     status, details, violations, lead = Status.OK, [], (), ""
     timeouts = job.config.timeouts
     try:

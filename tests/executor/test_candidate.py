@@ -162,3 +162,39 @@ def test_a_forked_candidate_creates_its_own_cuda_context(cache_dir: Path):
     # candidate failed with "Cannot re-initialize CUDA in forked subprocess".
     probe = _probe(cache_dir, "cuda")
     assert probe.returncode == 0, probe.stdout + probe.stderr
+
+
+def test_no_process_started_ahead_is_starting_while_calls_are_timed(factory: CandidateFactory, cache_dir: Path,
+                                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``judge`` asks ``quiet()`` once, after the check stage's calls and before every timed call (a device
+    context created beside a timed call lengthened short kernels)."""
+    from kernelgym.tasks import load_suite
+    from kernelgym.verifier import VerifierConfig
+    from kernelgym.verifier.harness import Harness
+    from kernelgym.verifier.job import JudgeJob
+    from kernelgym.verifier.judge import judge
+    from kernelgym.verifier.result import Status
+
+    task = load_suite("cpu")["level1/1_ReLU"]
+    job = JudgeJob(task, task.source.replace("class Model(", "class ModelNew("), "cpp",
+                   VerifierConfig(rules="kernelbench", runs=10, warmup=1), seeds=(1, 2, 3, 4, 5))
+    events: list[str] = []
+    call = Harness.call
+    monkeypatch.setattr(Harness, "call", lambda self, *args, **kwargs: (events.append("call"), call(self, *args, **kwargs))[1])
+    started: list[CandidateProcess] = []
+
+    def twin() -> CandidateProcess:
+        started.append(factory.spawn(300))
+        started[-1].wait_ready(300)
+        return started[-1]
+
+    candidate = twin()
+    try:
+        result = judge(job, candidate, cache_dir / "builds", tmp_path, twin=twin, quiet=lambda: events.append("quiet"))
+    finally:
+        for process in started:
+            process.close()
+    assert result.status is Status.OK, result.feedback
+    assert events.count("quiet") == 1
+    quiet = events.index("quiet")
+    assert quiet > 0 and len(events) - quiet - 1 >= 10  # the check's calls before it, every timed call after it
