@@ -92,8 +92,8 @@ def time_stage(h: Harness) -> None:
         h.bind(inputs, expected)
         twin = _start_twin(h, reference, inputs, expected)
         del expected
-        # No process starts beside the timed calls: the next job's candidate, forked ahead, was creating its
-        # device context during them and added 20-100 us to a short kernel's events on an H200.
+        # No process of this worker starts beside the timed calls (the next job's candidate, forked ahead,
+        # creates its device context while it starts; on a host it competes for memory bandwidth).
         h.quiet()
         h.last_reading, h.idle_cpu_ms, h.pending_ms = None, [], []
         try:
