@@ -268,12 +268,8 @@ class Harness:
         received, and one that calls a placed tensor unplaced gets no more than an answer truly holding
         no such tensor (the redraw skipped, the result flagged).
         """
-        assert self.reference is not None
-        for key, value in variant.items():
-            setattr(self.reference, key, value)
-        seed = self.job.seeds[0]  # never an input seed: __init__ cannot pre-draw the trial inputs
-        torch.manual_seed(seed)
-        self.init_inputs = list(self.reference.get_init_inputs())
+        self.init_inputs = self.init_inputs_for(variant)
+        seed = self.job.seeds[0]
         reference = self.initial_reference()
         reply = self.ask("construct", seed, self.init_inputs, host_state(reference))
         _require_ok(reply)
@@ -284,6 +280,14 @@ class Harness:
         unfilled = reply.get("unfilled")
         self.unfilled_tensors = [str(name) for name in unfilled] if isinstance(unfilled, list) else []
         return reference
+
+    def init_inputs_for(self, variant: dict[str, Any]) -> list[Any]:
+        """Set ``variant``'s module constants in the reference program and return its init inputs there."""
+        assert self.reference is not None
+        for key, value in variant.items():
+            setattr(self.reference, key, value)
+        torch.manual_seed(self.job.seeds[0])  # never an input seed: __init__ cannot pre-draw the trial inputs
+        return list(self.reference.get_init_inputs())
 
     def send_state(self, reference: torch.nn.Module) -> None:
         """Load ``reference``'s parameters and buffers into ``ModelNew`` (by name, then by registration order)."""

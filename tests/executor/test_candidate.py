@@ -164,10 +164,10 @@ def test_a_forked_candidate_creates_its_own_cuda_context(cache_dir: Path):
     assert probe.returncode == 0, probe.stdout + probe.stderr
 
 
-def test_no_process_started_ahead_is_starting_while_calls_are_timed(factory: CandidateFactory, cache_dir: Path,
+def test_timed_calls_wait_for_processes_started_ahead_and_variants_reuse_models(factory: CandidateFactory, cache_dir: Path,
                                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """``judge`` asks ``quiet()`` once, after the check stage's calls and before every timed call (a device
-    context created beside a timed call lengthened short kernels)."""
+    """``judge`` asks ``quiet()`` once, after the check stage's calls and before every timed call; shape variants
+    with the task's own init inputs reuse its models."""
     from kernelgym.tasks import load_suite
     from kernelgym.verifier import VerifierConfig
     from kernelgym.verifier.harness import Harness
@@ -181,6 +181,8 @@ def test_no_process_started_ahead_is_starting_while_calls_are_timed(factory: Can
     events: list[str] = []
     call = Harness.call
     monkeypatch.setattr(Harness, "call", lambda self, *args, **kwargs: (events.append("call"), call(self, *args, **kwargs))[1])
+    models = Harness.models
+    monkeypatch.setattr(Harness, "models", lambda self, *args: (events.append("models"), models(self, *args))[1])
     started: list[CandidateProcess] = []
 
     def twin() -> CandidateProcess:
@@ -197,4 +199,7 @@ def test_no_process_started_ahead_is_starting_while_calls_are_timed(factory: Can
     assert result.status is Status.OK, result.feedback
     assert events.count("quiet") == 1
     quiet = events.index("quiet")
-    assert quiet > 0 and len(events) - quiet - 1 >= 10  # the check's calls before it, every timed call after it
+    timed = [e for e in events[quiet + 1:] if e == "call"]
+    assert "call" in events[:quiet] and len(timed) >= 10  # the check's calls before it, every timed call after it
+    # The ReLU task's shape variants keep its init inputs (none): the check builds the models once, the timing once more.
+    assert len(task.variants) >= 1 and events.count("models") == 2

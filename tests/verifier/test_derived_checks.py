@@ -25,3 +25,18 @@ def test_a_task_file_without_variants_still_catches_shape_specialization(cpu_sui
         result = verifier.evaluate(task, (HACKS / "p10_shape_specialization.py").read_text())
     assert result.status is Status.INCORRECT, result.feedback
     assert "[shape-variant-mismatch]" in result.feedback
+
+
+def test_variants_that_keep_the_init_inputs_reuse_the_task_s_own_models():
+    from types import SimpleNamespace
+
+    from kernelgym.verifier.judge import _same_models_first, _same_values
+
+    # init inputs of a GEMM task: (in_features, out_features); batch_size changes only the inputs
+    harness = SimpleNamespace(init_inputs_for=lambda v: [v.get("in_features", 8192), v.get("out_features", 8192)])
+    base = {"batch_size": 1024, "in_features": 8192, "out_features": 8192}
+    shapes = [({}, True), ({"batch_size": 129, "in_features": 513, "out_features": 513}, False),
+              ({"batch_size": 192, "in_features": 768, "out_features": 768}, False), ({"batch_size": 65}, False)]
+    assert _same_models_first(harness, shapes, base) == [shapes[0], shapes[3], shapes[1], shapes[2]]
+    assert _same_values([8, (1, 2), 0.5], [8, (1, 2), 0.5])
+    assert not _same_values([8, (1, 2)], [8, [1, 2]]) and not _same_values([1], [True]) and not _same_values([float("nan")], [float("nan")])
