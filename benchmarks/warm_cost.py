@@ -42,7 +42,8 @@ with Verifier(backend="cpp", num_workers=1, cache_dir=cache, config=VerifierConf
             start = time.perf_counter()
             result = verifier.evaluate(suite[task_id], suite[task_id].solution("cpp"))
             print(json.dumps({"commit": label, "block": block, "round": round_, "task": task_id, "status": result.status.value,
-                              "seconds": round(time.perf_counter() - start, 4), "cache_hit": result.cache_hit}), flush=True)
+                              "seconds": round(time.perf_counter() - start, 4), "cache_hit": result.cache_hit,
+                              "stages": {k: round(v, 4) for k, v in vars(getattr(result, "seconds", None) or object()).items()}}), flush=True)
 """
 
 
@@ -69,6 +70,13 @@ def summary(records: list[dict], labels: tuple[str, str]) -> list[str]:
         medians = [statistics.median(r["seconds"] for r in records if r["commit"] == label and task in (r["task"], "all"))
                    for label in labels]
         lines.append(f"| {task} | {medians[0]:.3f} | {medians[1]:.3f} | {medians[1] / medians[0]:.2f}x |")
+    stages = sorted({stage for r in records for stage in r.get("stages", {})})
+    if stages:
+        lines += ["", "| stage (all tasks) | " + " | ".join(f"{label} median s" for label in labels) + " |", "| --- | --- | --- |"]
+        for stage in stages:
+            medians = [statistics.median([r["stages"].get(stage, 0.0) for r in records if r["commit"] == label] or [0.0])
+                       for label in labels]
+            lines.append(f"| {stage} | {medians[0]:.3f} | {medians[1]:.3f} |")
     return lines
 
 

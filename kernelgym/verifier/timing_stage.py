@@ -83,6 +83,8 @@ def time_stage(h: Harness) -> None:
     total = warmup + runs
     verify_all = per_call * total < _VERIFY_ALL_SECONDS and tensor_bytes(inputs) < _VERIFY_ALL_BYTES
     checked = set(range(total)) if verify_all else set(rng.sample(range(total), min(total, _SAMPLED_CALLS)))
+    # Outputs read again for work after return (a request of each process, on a host): a sample of the checked calls.
+    reread = set(rng.sample(sorted(checked), min(len(checked), _SAMPLED_CALLS)))
     watched = _watched_calls(rng, warmup, runs)
     probed = set(rng.sample(range(warmup, total), min(runs, max(_PROBES, runs // 4))))
     reported, judged, call_cpu, probes, ref_times = [], [], [], [], []
@@ -104,11 +106,11 @@ def time_stage(h: Harness) -> None:
                     if twin is not None:
                         twin.probe()
                 twin_first = twin is not None and rng.random() < 0.5  # neither program always follows the other
-                twin_ms = twin.call(inputs, i in watched, i in checked) if twin_first else None
+                twin_ms = twin.call(inputs, i in watched, i in reread) if twin_first else None
                 reply, own = h.call(inputs, False, False, python_guard=i in watched)
                 call_cpu.append(own)
                 if twin is not None and twin_ms is None:
-                    twin_ms = twin.call(inputs, i in watched, i in checked)
+                    twin_ms = twin.call(inputs, i in watched, i in reread)
                 # The reference, right beside the candidate on the same inputs: on a host, its time is the twin's
                 # (the same kind of process, the same request, the same guards: credited only where the
                 # candidate's is); on a device, timed here the same way (unwatched: it is trusted). Its output
@@ -125,7 +127,7 @@ def time_stage(h: Harness) -> None:
                     if twin_ms is not None:
                         ref_times.append(twin_ms)
                 if i in checked:
-                    mismatch, got = h.outputs(reply, outputs)
+                    mismatch, got = h.outputs(reply, outputs, late_check=i in reread)
                     if mismatch is None:
                         mismatch = h.compare(outputs, got).mismatch
                     if mismatch is not None:

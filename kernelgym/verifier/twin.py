@@ -64,7 +64,7 @@ class ReferenceTwin:
     def call(self, inputs: list[Any], python_guard: bool, fetch: bool) -> float:
         """One call on ``inputs`` (copied into its buffers), watched as the candidate's call is; its ms.
 
-        ``fetch``: the outputs are then fetched, as the candidate's are when the call is checked (the twin
+        ``fetch``: the outputs are then fetched, as the candidate's are when they are read again (the twin
         gets the candidate's requests, in the candidate's order).
         """
         for dst, src in zip(self.local_inputs, inputs, strict=True):
