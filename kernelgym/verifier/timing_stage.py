@@ -94,8 +94,8 @@ def time_stage(h: Harness) -> None:
         h.bind(inputs, expected)
         twin = _start_twin(h, reference, inputs, expected)
         del expected
-        # No process of this worker starts beside the timed calls (the next job's candidate, forked ahead,
-        # creates its device context while it starts; on a host it competes for memory bandwidth).
+        # On a device, no process of this worker starts beside the timed calls (the next job's candidate, forked
+        # ahead, creates its device context while it starts); on a host, spares start on other CPUs.
         h.quiet()
         h.last_reading, h.idle_cpu_ms, h.pending_ms = None, [], []
         try:
