@@ -43,7 +43,7 @@ with Verifier(backend="cpp", num_workers=1, cache_dir=cache, config=VerifierConf
             result = verifier.evaluate(suite[task_id], suite[task_id].solution("cpp"))
             print(json.dumps({"commit": label, "block": block, "round": round_, "task": task_id, "status": result.status.value,
                               "seconds": round(time.perf_counter() - start, 4), "cache_hit": result.cache_hit,
-                              "stages": {k: round(v, 4) for k, v in vars(getattr(result, "seconds", None) or object()).items()}}), flush=True)
+                              "stages": {k: round(v, 4) for k, v in (vars(result.seconds) if hasattr(result, "seconds") else {}).items()}}), flush=True)
 """
 
 

@@ -143,7 +143,7 @@ def _check(h: Harness) -> None:
             # A variant whose init inputs are those of the models built last (another batch size) reuses them:
             # building the models again cost seconds per variant on tasks with large weights.
             if reference is None or not _same_values(h.init_inputs_for({**base, **variant}), h.init_inputs):
-                reference = None
+                reference = None  # a build that fails leaves nothing to reuse (h.init_inputs already names this variant)
                 reference = h.models({**base, **variant})
             probe = draw_inputs(h.reference, job.seeds[1], h.device) if not declared else None
             if probe is not None:
