@@ -39,6 +39,7 @@ __all__ = [
     "CudaBackend",
     "EventTimer",
     "GpuBackend",
+    "LEAD_IN_MS",
     "free_blocks",
     "l2_flush_bytes",
     "poison_block_bytes",
@@ -51,6 +52,9 @@ MIN_FLUSH_BYTES = 256 * 1024**2
 
 MAX_POISON_BLOCK_BYTES = 2 * 1024**3
 """Largest block reserved for a new call signature's first allocations (see :func:`poison_block_bytes`)."""
+
+_FALLBACK_CLOCK_KHZ = 2_000_000
+"""Clock rate assumed where a device reports none (the lead-in then lasts about :data:`LEAD_IN_MS`)."""
 
 FALLBACK_BANDWIDTH_GBS = 3000.0
 """Peak bandwidth assumed for a GPU missing from the table (an H100-class figure)."""
@@ -167,22 +171,40 @@ def pinned_device(index: int, visible: str | None, count: int) -> str:
     return entries[index % len(entries)]
 
 
+LEAD_IN_MS = 1.0
+"""Device work queued before each call's L2 flush, not waited for (see :class:`EventTimer`)."""
+
+
 class EventTimer:
     """Times one call with device events on the current stream; ``flush`` evicts L2 first, outside the timed region.
+
+    Before the flush, ``flush`` queues :data:`LEAD_IN_MS` of device work (a spin kernel) and does
+    not wait for it: the call is launched while the device is still busy with it, as in a
+    benchmark loop that runs calls back to back. A judged call follows a pause (the judge's
+    requests, the reference's call, comparisons); on an H100, a call launched onto a device idle
+    for a few milliseconds read 20-100 us more in its events than the same call in KernelBench's
+    loop, for kernels of 0.05-0.4 ms (benchmarks/call_conditions.py, ``idle_gap``), and this
+    lead-in gave back the loop's figures. What the judge credits is still bounded from outside:
+    the timing audit compares the events with the wall time of the request.
 
     Args:
         api: the device module (``torch.cuda`` or ``torch.musa``).
         flush_buffer: a byte tensor of :func:`l2_flush_bytes` bytes, zeroed by ``flush``.
+        lead_in_cycles: device clock cycles of the lead-in (0: none; a device module without
+            ``_sleep`` has none).
     """
 
-    def __init__(self, api: ModuleType, flush_buffer: Any) -> None:
+    def __init__(self, api: ModuleType, flush_buffer: Any, lead_in_cycles: int = 0) -> None:
         self.api = api
         self.flush_buffer = flush_buffer
+        self.lead_in_cycles = lead_in_cycles if hasattr(api, "_sleep") else 0
         self.begin = api.Event(enable_timing=True)
         self.end = api.Event(enable_timing=True)
 
     def flush(self) -> None:
-        """Overwrite the flush buffer (evicts every line of L2)."""
+        """Queue the lead-in, then overwrite the flush buffer (evicts every line of L2); nothing is waited for."""
+        if self.lead_in_cycles:
+            self.api._sleep(self.lead_in_cycles)
         self.flush_buffer.zero_()
 
     def start(self) -> None:
@@ -231,6 +253,7 @@ class GpuBackend(Backend):
     def __init__(self) -> None:
         self._name: str | None = None
         self._flush: Any = None
+        self._lead_in_cycles: int | None = None
         self._arch = ""
 
     def api(self) -> ModuleType:
@@ -355,12 +378,15 @@ class GpuBackend(Backend):
         return torch.as_tensor(_DeviceSpan(address, size), device=self.device())
 
     def call_timer(self) -> Any:
-        """Device events around one call, after an L2 flush (:class:`EventTimer`)."""
+        """Device events around one call, after a lead-in of device work and an L2 flush (:class:`EventTimer`)."""
         import torch
 
         if self._flush is None:
             self._flush = torch.empty(MIN_FLUSH_BYTES, dtype=torch.uint8, device=self.device())
-        return EventTimer(self.api(), self._flush)
+        if self._lead_in_cycles is None:
+            clock_khz = getattr(self.api().get_device_properties(self.device()), "clock_rate", 0) or _FALLBACK_CLOCK_KHZ
+            self._lead_in_cycles = int(clock_khz * LEAD_IN_MS)  # kHz: cycles per millisecond
+        return EventTimer(self.api(), self._flush, self._lead_in_cycles)
 
 
 @register_backend("cuda")

@@ -278,3 +278,43 @@ def test_cuda_binding_unit_shares_the_precompiled_header(tmp_path: Any, pch: boo
     (call,) = loader.calls
     assert call["extra_cflags"] == expected_cflags
     assert call["extra_include_paths"] == ([str(pch_dir)] if pch else None)
+
+
+class _RecordingDeviceModule:
+    """A stand-in for ``torch.cuda``: events and the spin kernel write to one log."""
+
+    def __init__(self, log: list[str], with_sleep: bool = True) -> None:
+        self.log = log
+        if with_sleep:
+            self._sleep = lambda cycles: log.append(f"sleep {cycles}")
+
+    def Event(self, enable_timing: bool = False) -> Any:  # noqa: N802 (the device module's own name)
+        log = self.log
+
+        class Event:
+            def record(self, stream: Any = None) -> None:
+                log.append("record")
+
+        return Event()
+
+    def current_stream(self) -> None:
+        return None
+
+
+class _RecordingBuffer:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def zero_(self) -> None:
+        self.log.append("zero")
+
+
+@pytest.mark.parametrize("with_sleep", [True, False])
+def test_the_lead_in_is_queued_before_the_flush_and_the_start_event(with_sleep: bool) -> None:
+    from kernelgym.backends.cuda import EventTimer
+
+    log: list[str] = []
+    timer = EventTimer(_RecordingDeviceModule(log, with_sleep), _RecordingBuffer(log), lead_in_cycles=1_980_000)
+    timer.flush()
+    timer.start()
+    assert log == (["sleep 1980000"] if with_sleep else []) + ["zero", "record"]
