@@ -317,8 +317,13 @@ class CandidateSide:
         bases = [cls.__name__ for cls in model_new.__mro__]
         return self._with_builds({"ok": True, "mro": bases, "state": self._state_changes()})
 
-    def cmd_construct(self, seed: int, init_inputs: list[Any], state: dict[str, torch.Tensor]) -> dict[str, Any]:
+    def cmd_construct(self, seed: int, init_inputs: list[Any], state: dict[str, torch.Tensor],
+                      constants: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Build ``ModelNew(*init_inputs)`` from ``seed``, after setting the shape's module ``constants`` the program defines."""
         assert self.module is not None
+        for name, value in (constants or {}).items():
+            if hasattr(self.module, name) and isinstance(value, (bool, int, float, str, tuple)):
+                setattr(self.module, name, value)
         torch.manual_seed(seed)
         try:
             self.model = self.module.ModelNew(*init_inputs)

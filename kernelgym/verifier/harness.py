@@ -155,6 +155,7 @@ class Harness:
         self.init_inputs: list[Any] = []
         self.unplaced_weights: list[str] = []
         self.unfilled_tensors: list[str] = []
+        self.constant_names: set[str] = set()  # module constants a shape has set in the answer's program (see models)
         self.cpus = 1
         self.last_reading: dict[int, float] | None = None
         self.idle_cpu_ms: list[float] = []
@@ -271,7 +272,12 @@ class Harness:
         self.init_inputs = self.init_inputs_for(variant)
         seed = self.job.seeds[0]
         reference = self.initial_reference()
-        reply = self.ask("construct", seed, self.init_inputs, host_state(reference))
+        # The shape's module constants are set in the answer's program too, where it defines them: a ModelNew whose
+        # __init__ reads batch_size, as the reference's may, is built for the shape it is then called on.
+        # (Names set for an earlier shape are sent again, with the values the reference program holds now.)
+        self.constant_names |= set(variant)
+        constants = {key: getattr(self.reference, key) for key in sorted(self.constant_names)}
+        reply = self.ask("construct", seed, self.init_inputs, host_state(reference), constants)
         _require_ok(reply)
         self.observe_state(reply, "while building ModelNew")
         reported = reply.get("unplaced")

@@ -40,3 +40,53 @@ def test_variants_that_keep_the_init_inputs_reuse_the_task_s_own_models():
     assert _same_models_first(harness, shapes, base) == [shapes[0], shapes[3], shapes[1], shapes[2]]
     assert _same_values([8, (1, 2), 0.5], [8, (1, 2), 0.5])
     assert not _same_values([8, (1, 2)], [8, [1, 2]]) and not _same_values([1], [True]) and not _same_values([float("nan")], [float("nan")])
+
+
+RNN_TASK = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, input_size, hidden_size, output_size):
+        super().__init__()
+        self.hidden = torch.randn((batch_size, hidden_size))  # sized by the module constant, as in KernelBench's RNN tasks
+        self.i2h = nn.Linear(input_size + hidden_size, hidden_size)
+        self.h2o = nn.Linear(hidden_size, output_size)
+
+    def forward(self, x, initial_hidden=None):
+        if initial_hidden is not None:
+            self.hidden.copy_(initial_hidden)
+        self.hidden = self.hidden.to(x.device)
+        self.hidden = torch.tanh(self.i2h(torch.cat((x, self.hidden), dim=1)))
+        return self.h2o(self.hidden)
+
+
+batch_size = 8
+input_size = 64
+hidden_size = 32
+output_size = 16
+
+
+def get_inputs():
+    return [torch.rand(batch_size, input_size), torch.rand(batch_size, hidden_size)]
+
+
+def get_init_inputs():
+    return [input_size, hidden_size, output_size]
+'''
+
+
+def test_an_answer_that_sizes_its_state_from_a_module_constant_is_built_for_each_shape(cache_dir: Path, tmp_path: Path):
+    # Derived variants change batch_size: one of them alone (the init inputs unchanged), the others with the sizes.
+    # The reference program reads batch_size in __init__, and so does its own code as the answer: each shape's
+    # constants reach the answer's program, and models built for another batch size are built again.
+    from kernelgym.agents.identity_agent import identity_answer
+
+    path = tmp_path / "33_rnn.py"
+    path.write_text(RNN_TASK)
+    task = load_task_file(path)
+    config = VerifierConfig(rules="kernelbench", runs=3, warmup=1)
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=config) as verifier:
+        result = verifier.evaluate(task, identity_answer(task.source))
+    assert result.status is Status.OK, result.feedback
+    assert "3 shape variant(s)" in result.feedback
