@@ -1,6 +1,6 @@
 """The benchmark runner on the bundled CPU suite: files, pass@1 of the solutions, interruption and resume, skipped tasks, dry runs.
 
-Tests marked ``slow`` build the first three C++ solutions of the cpu suite; builds go through the
+Tests marked ``slow`` build the first two C++ solutions of the cpu suite; builds go through the
 verifier's shared cache (``$KERNELGYM_CACHE`` or ``~/.cache/kernelgym``), so later runs reuse them.
 """
 
@@ -40,7 +40,7 @@ from kernelgym.verifier.config import VerifierConfig
 
 REPO = Path(__file__).resolve().parents[2]
 CHEAP_JUDGE = VerifierConfig(runs=3, warmup=1)
-LIMIT = 3
+LIMIT = 2  # two answers already built for other tests (the first two of the cpu suite)
 # What must not change when a run is interrupted and resumed (timings may).
 STABLE = ("tasks", "episodes", "attempts", "passed", "pass_at_1", "pass_at_k", "avg_at_k", "hack_rate")
 
@@ -120,7 +120,7 @@ def test_solutions_pass_everything_and_the_run_files_are_written(solutions_run: 
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (out / "metrics_per_turn.png").exists()
     records = read_attempts(out / ATTEMPTS_FILE)
-    assert [r["task_id"] for r in records] == ["level1/1_ReLU", "level1/2_Sigmoid", "level1/3_Tanh"]
+    assert [r["task_id"] for r in records] == ["level1/1_ReLU", "level1/2_Sigmoid"]
     for record in records:
         assert record["status"] == "ok" and record["correct"] and record["legal"] and record["final"]
         assert record["speedup_eager"] > 0 and record["runtime_ms"] > 0 and 0 < record["score"] <= 1
@@ -147,15 +147,15 @@ def test_an_interrupted_run_resumes_to_the_same_summary(solutions_run: tuple[int
         run_bench(config)
     agent = RecordingSolutions()
     resumed = run_bench(replace(config, resume=True), agent=agent)
-    assert [r.task_id for r in agent.requests] == ["level1/2_Sigmoid", "level1/3_Tanh"]
+    assert [r.task_id for r in agent.requests] == ["level1/2_Sigmoid"]
     assert stable(resumed.metrics.first_turn.to_dict()) == stable(reference["first_turn"])
     assert stable(resumed.metrics.best_turn.to_dict()) == stable(reference["best_turn"])
     records = read_attempts(tmp_path / ATTEMPTS_FILE)
-    assert [r["task_id"] for r in records] == ["level1/1_ReLU", "level1/2_Sigmoid", "level1/3_Tanh"]
+    assert [r["task_id"] for r in records] == ["level1/1_ReLU", "level1/2_Sigmoid"]
     assert records[0] == finished[0]  # kept, not judged again
 
     again = run_bench(replace(config, resume=True), agent=agent)  # nothing left to do
-    assert len(agent.requests) == 2 and again.metrics == resumed.metrics
+    assert len(agent.requests) == 1 and again.metrics == resumed.metrics
 
 
 @pytest.mark.slow

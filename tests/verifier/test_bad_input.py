@@ -65,6 +65,11 @@ def candidate(body: str) -> str:
     return EVIL_MODULE.replace("{body}", body)
 
 
+def built_ahead(suite: dict) -> list:
+    """The one build every candidate of this module shares (``answers_built_ahead`` in ``tests/conftest.py``)."""
+    return [(suite["level1/1_ReLU"], candidate("return module.relu(x)"))]
+
+
 @pytest.fixture(scope="module")
 def strict_verifier(cache_dir: Path):
     config = VerifierConfig(runs=2, warmup=1, timeouts=StageTimeouts(build=600, check=8, time=8), memory_limit_gb=8)

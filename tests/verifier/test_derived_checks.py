@@ -15,6 +15,11 @@ pytestmark = pytest.mark.slow
 HACKS = Path(__file__).resolve().parents[1] / "hacks" / "cpp"
 
 
+def built_ahead(suite: dict) -> list:
+    """The answer this module builds (``answers_built_ahead`` in ``tests/conftest.py``)."""
+    return [(suite["level1/1_ReLU"], (HACKS / "p10_shape_specialization.py").read_text())]
+
+
 def test_a_task_file_without_variants_still_catches_shape_specialization(cpu_suite, cache_dir: Path, tmp_path: Path):
     # The bundled task declares variants; the same program as a bare task file (as KernelBench ships them) does not.
     path = tmp_path / "relu_task.py"
