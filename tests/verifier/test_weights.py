@@ -311,6 +311,11 @@ def _answer(body: str) -> str:
     return HEADER + KERNELS + textwrap.dedent(body)
 
 
+def built_ahead(suite: dict) -> list:
+    """The one build every answer of this module shares, its C++ kernels (``answers_built_ahead`` in ``tests/conftest.py``)."""
+    return [(suite["level1/1_ReLU"], _answer(next(iter(ANSWERS.values()))))]
+
+
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Task]:
     folder = tmp_path_factory.mktemp("weights-tasks")
