@@ -89,6 +89,7 @@ class Progress:
         self.total, self.done, self.passed, self.enabled, self.label = total, done, passed, enabled, label
         self.waiting_for = list(waiting_for)  # one-time builds the first answer waits for
         self._bar = None
+        self._answers: Any = None  # a second bar under the first: the answers of the batch being judged
         if enabled:
             try:
                 from tqdm import tqdm
@@ -113,8 +114,22 @@ class Progress:
             self.waiting_for = []
         if self._bar is not None:
             self.stage(text)
+            self._count_answers(judged, total)
         elif self.enabled:
             print(f"\r{self.label}: {text}", end="\n" if judged == total else "", file=sys.stderr)
+
+    def _count_answers(self, judged: int, total: int) -> None:
+        """Advance the answers bar (episodes end only when their batch is judged: the first bar moves in steps)."""
+        from tqdm import tqdm
+
+        if judged == 0 or self._answers is None:
+            if self._answers is not None:
+                self._answers.close()
+            self._answers = tqdm(total=total, desc="  answers judged", unit="answer", file=sys.stderr, position=1, leave=False)
+        self._answers.update(judged - self._answers.n)
+        if judged == total:
+            self._answers.close()
+            self._answers = None
 
     def advance(self, passed: bool) -> None:
         self.done += 1
@@ -130,6 +145,8 @@ class Progress:
         print(f"\r{self.label}: {self.done}/{self.total} episodes, {self.passed} passed", end=end, file=sys.stderr)
 
     def close(self) -> None:
+        if self._answers is not None:
+            self._answers.close()
         if self._bar is not None:
             self._bar.close()
 

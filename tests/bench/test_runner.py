@@ -280,3 +280,4 @@ def test_the_progress_line_counts_answers_as_they_are_judged(tmp_path: Path, cap
     run_bench(config)
     err = capsys.readouterr().err
     assert "judged 0/3 answers" in err and "judged 1/3 answers" in err and "judged 3/3 answers" in err
+    assert "answers judged:" in err and "1/3" in err and "3/3" in err  # the answers' own bar advances per answer
