@@ -65,24 +65,28 @@ def cpu_verifier(cache_dir: Path):  # noqa: ANN201 (Verifier; imported lazily)
 
 @pytest.fixture(scope="session", autouse=True)
 def answers_built_ahead(request: pytest.FixtureRequest, cache_dir: Path) -> None:
-    """The C++ answers that test modules declare in ``built_ahead(suite)``, built two at a time before the first test.
+    """The C++ answers that test modules declare in ``built_ahead(suite, items)``, built two at a time before the first test.
 
     A build is one translation unit (one core for ~15 s on the 2-core CI machine); a test that judges one answer
     builds it on one core. Declared here, the builds of the modules this run selected share both cores; the
-    builds land in the session's cache, where those tests find them. (The hack corpus builds its own samples
-    ahead in the same way, ``tests/hacks/conftest.py``.)
+    builds land in the session's cache, where those tests find them. ``items`` are the module's selected tests
+    (the hack corpus builds only the samples the run judges, ``tests/hacks/samples.py``).
     """
-    modules = {item.module for item in request.session.items if getattr(item, "module", None) is not None}
-    declared = [module.built_ahead for module in modules if callable(getattr(module, "built_ahead", None))]
-    if not declared:
+    selected: dict[object, list[pytest.Item]] = {}
+    for item in request.session.items:
+        module = getattr(item, "module", None)
+        if callable(getattr(module, "built_ahead", None)):
+            selected.setdefault(module, []).append(item)
+    if not selected:
         return
     from kernelgym import Verifier
     from kernelgym.tasks import load_suite
 
     suite = {task.id: task for task in load_suite("cpu")}
-    pairs = {text: (task, text) for provide in declared for task, text in provide(suite)}
-    with Verifier(backend="cpp", num_workers=2, cache_dir=cache_dir) as verifier:
-        verifier.build_many(list(pairs.values()))
+    pairs = {text: (task, text) for module, items in selected.items() for task, text in module.built_ahead(suite, items)}
+    if pairs:
+        with Verifier(backend="cpp", num_workers=2, cache_dir=cache_dir) as verifier:
+            verifier.build_many(list(pairs.values()))
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ import pytest
 from kernelgym import Verifier
 
 from kernelgym.verifier import Status, VerifierConfig
+from tests.hacks.samples import built_ahead  # noqa: F401 (read by answers_built_ahead, tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE_OF = {"cpp": "cpu", "cuda": "gpu", "triton": "gpu"}

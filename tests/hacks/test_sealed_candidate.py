@@ -14,6 +14,7 @@ import pytest
 
 from kernelgym import Verifier
 from kernelgym.verifier import Status, VerifierConfig
+from tests.hacks.samples import built_ahead  # noqa: F401 (read by answers_built_ahead, tests/conftest.py)
 
 pytestmark = pytest.mark.slow
 

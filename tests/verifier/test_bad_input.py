@@ -65,7 +65,7 @@ def candidate(body: str) -> str:
     return EVIL_MODULE.replace("{body}", body)
 
 
-def built_ahead(suite: dict) -> list:
+def built_ahead(suite: dict, _items: list) -> list:
     """The one build every candidate of this module shares (``answers_built_ahead`` in ``tests/conftest.py``)."""
     return [(suite["level1/1_ReLU"], candidate("return module.relu(x)"))]
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 HACKS = Path(__file__).resolve().parents[1] / "hacks" / "cpp"
 
 
-def built_ahead(suite: dict) -> list:
+def built_ahead(suite: dict, _items: list) -> list:
     """The answer this module builds (``answers_built_ahead`` in ``tests/conftest.py``)."""
     return [(suite["level1/1_ReLU"], (HACKS / "p10_shape_specialization.py").read_text())]
 
