@@ -68,6 +68,7 @@ One JSON line per task and condition in ``<out>/call_conditions.jsonl``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -76,6 +77,7 @@ import sys
 import tempfile
 import time
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +105,16 @@ def _module(source: str, name: str) -> types.ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _stats(times: list[float]) -> dict[str, float]:
+    return {"median_ms": statistics.median(times), "mean_ms": statistics.mean(times), "min_ms": min(times)}
+
+
+def _cuda_inputs(source: str, seed: int) -> list[Any]:
+    """The task's ``get_inputs()`` drawn from ``seed``, on the GPU."""
+    torch.manual_seed(seed)
+    return [x.cuda() if isinstance(x, torch.Tensor) else x for x in _module(source, "task").get_inputs()]
 
 
 def _time(model: Any, inputs: list[Any], calls: int, before: Any = None, after: Any = None, queued: Any = None,
@@ -136,18 +148,16 @@ def _time(model: Any, inputs: list[Any], calls: int, before: Any = None, after: 
             if i >= 3:
                 times.append(start.elapsed_time(end))
     del out, flush
-    return {"median_ms": statistics.median(times), "mean_ms": statistics.mean(times), "min_ms": min(times)}
+    return _stats(times)
 
 
 def _ipc_child(source: str, seed: int, queue: Any, done: Any) -> None:
     """Make the task's inputs on the GPU and send them through CUDA IPC; keep them alive until told."""
-    torch.manual_seed(seed)
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in _module(source, "task").get_inputs()]
-    queue.put(inputs)
+    queue.put(_cuda_inputs(source, seed))
     done.wait()
 
 
-def _helper(conn: Any, cpu: int | None, gpu: bool) -> None:
+def _helper(cpu: int | None, gpu: bool, conn: Any) -> None:
     """Answer each ping after 2 ms of Python work (and a small GPU operation in this process's own context when ``gpu``)."""
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
@@ -164,33 +174,40 @@ def _helper(conn: Any, cpu: int | None, gpu: bool) -> None:
         conn.send("pong")
 
 
-def _with_helper(model: Any, inputs: list[Any], calls: int, cpu: int | None, gpu: bool) -> dict[str, float]:
-    """:func:`_time` with a ping to a helper process (see :func:`_helper`) before each call."""
+@contextlib.contextmanager
+def _helper_process(target: Any, *args: Any) -> Iterator[tuple[Any, Any]]:
+    """A spawned process running ``target(*args, conn)``: yields its first message and a ``ping`` that waits for its answer."""
     ctx = mp.get_context("spawn")
     here, there = ctx.Pipe()
-    helper = ctx.Process(target=_helper, args=(there, cpu, gpu), daemon=True)
+    helper = ctx.Process(target=target, args=(*args, there), daemon=True)
     helper.start()
-    before_affinity = os.sched_getaffinity(0)
+
+    def ping() -> None:
+        here.send("ping")
+        here.recv()
+
     try:
-        assert here.recv() == "ready"
+        yield here.recv(), ping
+    finally:
+        here.send("exit")
+        helper.join(timeout=60)
+
+
+def _with_helper(model: Any, inputs: list[Any], calls: int, cpu: int | None, gpu: bool) -> dict[str, float]:
+    """:func:`_time` with a ping to a helper process (see :func:`_helper`) before each call."""
+    before_affinity = os.sched_getaffinity(0)
+    with _helper_process(_helper, cpu, gpu) as (_ready, ping):
         if cpu is not None:
             os.sched_setaffinity(0, {cpu})
-
-        def ping() -> None:
-            here.send("ping")
-            here.recv()
-
-        return _time(model, inputs, calls, before=ping)
-    finally:
-        os.sched_setaffinity(0, before_affinity)
-        here.send("exit")
-        helper.join(timeout=30)
+        try:
+            return _time(model, inputs, calls, before=ping)
+        finally:
+            os.sched_setaffinity(0, before_affinity)
 
 
 def _rewriter(source: str, seed: int, conn: Any) -> None:
     """Make the inputs, send buffers holding them through CUDA IPC, and write the inputs into them again on each ping."""
-    torch.manual_seed(seed)
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in _module(source, "task").get_inputs()]
+    inputs = _cuda_inputs(source, seed)
     buffers = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
     torch.cuda.synchronize()
     conn.send(buffers)
@@ -204,23 +221,10 @@ def _rewriter(source: str, seed: int, conn: Any) -> None:
 
 def _rewritten(model: Any, source: str, calls: int) -> dict[str, float]:
     """:func:`_time` on inputs another process writes again before each call (see :func:`_rewriter`)."""
-    ctx = mp.get_context("spawn")
-    here, there = ctx.Pipe()
-    helper = ctx.Process(target=_rewriter, args=(source, 1, there), daemon=True)
-    helper.start()
-    try:
-        shared = here.recv()
-
-        def ping() -> None:
-            here.send("ping")
-            here.recv()
-
+    with _helper_process(_rewriter, source, 1) as (shared, ping):
         result = _time(model, shared, calls, before=ping)
         del shared
         return result
-    finally:
-        here.send("exit")
-        helper.join(timeout=60)
 
 
 def _judged(model: Any, inputs: list[Any], calls: int, observer: Any) -> dict[str, float]:
@@ -239,7 +243,7 @@ def _judged(model: Any, inputs: list[Any], calls: int, observer: Any) -> dict[st
         del leaves
         if i >= 3:
             times.append(reply["ms"])
-    return {"median_ms": statistics.median(times), "mean_ms": statistics.mean(times), "min_ms": min(times)}
+    return _stats(times)
 
 
 def _pinned(model: Any, inputs: list[Any], calls: int, cpu: int) -> dict[str, float]:
@@ -260,8 +264,7 @@ def conditions(task: Any, answer: str, calls: int, only: set[str] | None = None)
     init = reference_module.get_init_inputs()
     model = answer_module.ModelNew(*init).cuda().eval()
     reference = reference_module.Model(*init).cuda().eval()
-    torch.manual_seed(1)
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in reference_module.get_inputs()]
+    inputs = _cuda_inputs(task.source, 1)
     results = {"plain": _time(model, inputs, calls), "reference": _time(reference, inputs, calls)}
 
     def wanted(name: str) -> bool:
@@ -298,8 +301,9 @@ def conditions(task: Any, answer: str, calls: int, only: set[str] | None = None)
 
         results["outputs_taken"] = _time(model, inputs, calls, after=take)
     cpu = sorted(os.sched_getaffinity(0))[-1]
-    if wanted("idle_gap"):
-        results["idle_gap"] = _time(model, inputs, calls, after=lambda _out: time.sleep(0.005))
+    def gap(_out: Any) -> None:  # 5 ms with nothing to do between calls
+        time.sleep(0.005)
+
     def spin(seconds: float) -> None:
         deadline = time.perf_counter() + seconds
         while time.perf_counter() < deadline:
@@ -310,20 +314,22 @@ def conditions(task: Any, answer: str, calls: int, only: set[str] | None = None)
     def gpu_busy(ms: float) -> None:
         torch.cuda._sleep(int(cycles_per_ms * ms))
 
+    if wanted("idle_gap"):
+        results["idle_gap"] = _time(model, inputs, calls, after=gap)
     if wanted("idle_gap_cpu_busy"):
         results["idle_gap_cpu_busy"] = _time(model, inputs, calls, after=lambda _out: spin(0.005))
     if wanted("idle_gap_gpu_busy"):
         results["idle_gap_gpu_busy"] = _time(model, inputs, calls, after=lambda _out: (gpu_busy(5.0), torch.cuda.synchronize()))
     if wanted("idle_gap_then_cpu_warm"):
-        results["idle_gap_then_cpu_warm"] = _time(model, inputs, calls, after=lambda _out: (time.sleep(0.005), spin(0.001)))
+        results["idle_gap_then_cpu_warm"] = _time(model, inputs, calls, after=lambda out: (gap(out), spin(0.001)))
     if wanted("idle_gap_then_gpu_warm"):
-        results["idle_gap_then_gpu_warm"] = _time(model, inputs, calls, after=lambda _out: time.sleep(0.005),
+        results["idle_gap_then_gpu_warm"] = _time(model, inputs, calls, after=gap,
                                                   queued=lambda: gpu_busy(1.0))
     if wanted("idle_gap_then_gpu_warm_synced"):
-        results["idle_gap_then_gpu_warm_synced"] = _time(model, inputs, calls, after=lambda _out: time.sleep(0.005),
+        results["idle_gap_then_gpu_warm_synced"] = _time(model, inputs, calls, after=gap,
                                                          before=lambda: gpu_busy(1.0))
     if wanted("idle_gap_then_short_gpu_warm_synced"):
-        results["idle_gap_then_short_gpu_warm_synced"] = _time(model, inputs, calls, after=lambda _out: time.sleep(0.005),
+        results["idle_gap_then_short_gpu_warm_synced"] = _time(model, inputs, calls, after=gap,
                                                                before=lambda: gpu_busy(0.3))
     if wanted("idle_gap_then_gpu_warm_polled"):
         warmed = torch.cuda.Event()
@@ -336,7 +342,7 @@ def conditions(task: Any, answer: str, calls: int, only: set[str] | None = None)
             while not warmed.query():
                 pass
 
-        results["idle_gap_then_gpu_warm_polled"] = _time(model, inputs, calls, after=lambda _out: time.sleep(0.005),
+        results["idle_gap_then_gpu_warm_polled"] = _time(model, inputs, calls, after=gap,
                                                          queued=warm, flushed=wait_for_flush_start)
     if wanted("one_core"):
         results["one_core"] = _pinned(model, inputs, calls, cpu)
