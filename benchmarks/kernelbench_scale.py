@@ -124,13 +124,17 @@ def log(message: str) -> None:
     print(f"[{datetime.datetime.now().strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def select_answers(tasks: Iterable[Task], only: Sequence[str], ids: Sequence[str], limit: int | None) -> list[Answer]:
-    """The answers of ``tasks`` that pass every selector in ``only`` and the id list, CUDA before Triton.
+def select_answers(tasks: Iterable[Task], only: Sequence[str], ids: Sequence[str], limit: int | None,
+                   skip: Sequence[str] = ()) -> list[Answer]:
+    """The answers of ``tasks`` that pass every selector in ``only`` and the id list, CUDA before Triton, less
+    those whose key (``triton:level1/19_ReLU``) or task id is in ``skip``.
 
     Example:
         >>> task = Task("level1/19_ReLU", "ReLU", 1, 19, "", solutions={"cuda": "a", "triton": "b"})
         >>> [a.key for a in select_answers([task], ["triton"], [], None)]
         ['triton:level1/19_ReLU']
+        >>> [a.key for a in select_answers([task], [], [], None, skip=["triton:level1/19_ReLU"])]
+        ['cuda:level1/19_ReLU']
     """
     unknown = sorted(set(only) - set(SELECTORS))
     if unknown:
@@ -141,7 +145,8 @@ def select_answers(tasks: Iterable[Task], only: Sequence[str], ids: Sequence[str
             if backend not in task.solutions or (ids and task.id not in ids and task.id.split("/")[-1] not in ids):
                 continue
             tags = {f"level{task.level}", backend, "large" if task.id in LARGE else "small"}
-            if all(selector in tags for selector in only):
+            key = f"{backend}:{task.id}"
+            if all(selector in tags for selector in only) and not {key, task.id} & set(skip):
                 answers.append(Answer(task, backend, task.solutions[backend]))
     return answers[:limit] if limit is not None else answers
 
@@ -661,6 +666,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--only", default="", help=f"comma-separated selectors that must all hold: {', '.join(SELECTORS)}")
     parser.add_argument("--tasks", default="", help="only these task ids (level1/19_ReLU or 19_ReLU), comma-separated")
     parser.add_argument("--limit", type=int, default=None, help="at most this many answers")
+    parser.add_argument("--skip", default="", help="leave out these answers (cuda:level1/19_ReLU) or task ids, comma-separated")
     parser.add_argument("--identity", type=int, default=0,
                         help="also judge the reference itself as the answer for this many tasks of each --identity-levels "
                              "level, spread over the level (use --rules kernelbench)")
@@ -690,6 +696,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("the kernelbench phase needs --evaluator pointing at KernelBench's evaluator folder (with eval.py)")
     args.only = [s for s in args.only.split(",") if s]
     args.tasks = [t for t in args.tasks.split(",") if t]
+    args.skip = [t for t in args.skip.split(",") if t]
     args.kb_gpu_arch = [a for a in args.kb_gpu_arch.split(",") if a]
     args.identity_levels = [int(level) for level in args.identity_levels.split(",") if level]
     return args
@@ -763,7 +770,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="kb-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     suite = load_kernelbench_dir(args.kernelbench)
-    answers = select_answers(suite, args.only, args.tasks, args.limit)
+    answers = select_answers(suite, args.only, args.tasks, args.limit, args.skip)
     if args.identity:
         answers += identity_answers(suite, args.identity_levels, args.identity)
     if not answers:
