@@ -77,6 +77,7 @@ class ExtensionStore:
     def __init__(self, build_root: Path) -> None:
         self.build_root = build_root
         self.records = judge_dir(build_root.parent) / "store"
+        self._real_root = Path(os.path.realpath(build_root))
 
     def library(self, key: str, module: str) -> Path:
         """Where the extension of ``key`` is published."""
@@ -107,8 +108,7 @@ class ExtensionStore:
     def verified(self, path: Path) -> StoreRecord | None:
         """The record of the store entry ``path`` is, when ``path`` is one and its bytes hash to the record."""
         path = Path(os.path.realpath(path))
-        root = Path(os.path.realpath(self.build_root))
-        if path.parent.parent != root:
+        if path.parent.parent != self._real_root:
             return None
         record = self._read(self.records / f"{path.parent.name}.json")
         if record is None or path.name != f"{record.module}.so" or record.key[:32] != path.parent.name:

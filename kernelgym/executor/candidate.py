@@ -106,6 +106,7 @@ class CandidateProcess:
         self.record_fd = record_fd  # the memfd the native observer writes its records to (this side's descriptor)
         self.observer = False  # whether its process has the observer (said in its ready message, before any candidate code)
         self.armed = 0  # how many observed commands it was sent: the sequence number its observer's record must carry
+        self.sweeps: list[int] | None = None  # where close leaves its session to be swept later (see close)
         self._ready = False
 
     def wait_ready(self, timeout: float) -> None:
@@ -256,7 +257,12 @@ class CandidateProcess:
         return state
 
     def close(self) -> None:
-        """Kill it and everything it started; remove its directory."""
+        """Kill it and everything it started; remove its directory.
+
+        With :attr:`sweeps` set, every process of its session is sent SIGKILL once and its session id is
+        left in that list: the owner sweeps it (:func:`~kernelgym.executor.sandbox.kill_session`) before
+        the next timed calls, instead of waiting here until the processes are gone.
+        """
         with contextlib.suppress(OSError):
             self.conn.close()
         if self.record_fd >= 0:
@@ -265,7 +271,11 @@ class CandidateProcess:
             self.record_fd = -1
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
-        kill_session(self.pid)
+        if self.sweeps is None:
+            kill_session(self.pid)
+        else:
+            kill_session(self.pid, rounds=1)
+            self.sweeps.append(self.pid)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

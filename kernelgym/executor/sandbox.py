@@ -184,14 +184,15 @@ def _members(ident: int, field: int) -> list[int]:
 
 def _kill_members(ident: int, field: int, rounds: int) -> None:
     """SIGKILL every member of a session or process group until none is left (bounded)."""
-    for _ in range(rounds):
+    for round_ in range(rounds):
         members = _members(ident, field)
         if not members:
             return
         for pid in members:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
+        if round_ + 1 < rounds:
+            time.sleep(0.02)
 
 
 def kill_session(sid: int, rounds: int = 50) -> None:

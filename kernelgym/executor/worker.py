@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from kernelgym.executor.sandbox import SandboxPolicy, apply_limits, die_with_parent
+from kernelgym.executor.sandbox import SandboxPolicy, apply_limits, die_with_parent, kill_session
 
 __all__ = ["main"]
 
@@ -106,6 +106,12 @@ def main(argv: list[str]) -> int:
 
     # One candidate forked ahead: its device context is created while the previous answer is judged.
     spares = [spawn()]
+    # Sessions of closed processes, killed but not yet seen gone: swept before any timed call and at each job's start.
+    dying: list[int] = []
+
+    def sweep() -> None:
+        while dying:
+            kill_session(dying.pop())
 
     def take_spare() -> CandidateProcess:
         """The process forked ahead, ready and pinned to this worker's CPUs; another is forked in its place.
@@ -121,11 +127,14 @@ def main(argv: list[str]) -> int:
             process.close()
             raise
         process.pin(mine)
+        process.sweeps = dying
         return process
 
     def quiet() -> None:
         """On a device, wait until the processes forked ahead have started (a start that fails shows when one
-        is taken): none creates its device context beside timed calls. On a host they start on other CPUs."""
+        is taken): none creates its device context beside timed calls. On a host they start on other CPUs.
+        Every process closed before is gone."""
+        sweep()
         if backend.device_type == "cpu":
             return
         for spare in spares:  # bounded well within the time stage's budget: a slow start is not the answer's time
@@ -142,6 +151,7 @@ def main(argv: list[str]) -> int:
                 return 0
             if job is None:
                 return 0
+            sweep()
             jobs += 1
             job_dir = work_dir / f"job{jobs}"
             job_dir.mkdir()
@@ -169,6 +179,7 @@ def main(argv: list[str]) -> int:
     finally:
         for spare in spares:
             spare.close()
+        sweep()
         factory.close()
 
 

@@ -229,12 +229,15 @@ class Harness:
         Reads ``/proc/<pid>/maps`` from the judge's side; the candidate's process is never asked.
         """
         store = ExtensionStore(self.build_root)
+        places = _Places.of(self.build_root, self.candidate.dir)
         for path in self.candidate.libraries():
+            if path in _RUNTIME_FILES:
+                continue
             library = Path(path)
             if library in self.checked_libraries:
                 continue
             record = store.verified(library)
-            if record is None and not _installed(path, self.build_root, self.candidate.dir, self.job.backend):
+            if record is None and not _installed(path, places, self.job.backend):
                 raise illegal_verdict("Your program loaded native code the judge did not build.", runtime.unverified_library(path))
             self.checked_libraries.add(library)
             if record is None:
@@ -485,11 +488,37 @@ def _import_roots() -> tuple[str, ...]:
     return tuple(sorted(root for root in roots if root not in ("/", os.path.realpath(tempfile.gettempdir()))))
 
 
-def _within(path: str, root: str | Path) -> bool:
-    return os.path.commonpath([path, os.path.realpath(root)]) == os.path.realpath(root)
+@functools.lru_cache(maxsize=1)
+def _temp_roots() -> tuple[str, ...]:
+    """The temporary directories (real paths): anyone may write there."""
+    return tuple(sorted({os.path.realpath(place) for place in (tempfile.gettempdir(), "/tmp", "/dev/shm", "/var/tmp")}))
 
 
-def _installed(mapped: str, build_root: Path, candidate_dir: Path, backend: str) -> bool:
+def _within(path: str, root: str) -> bool:
+    """Whether the real ``path`` lies under the real ``root``."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+@dataclass(frozen=True)
+class _Places:
+    """The judge-made places one library check compares against, as real paths, resolved once per check.
+
+    The Triton cache is the candidate's directory's real path with ``.triton/cache`` appended as it is,
+    never resolved: a link the candidate planted there leads nowhere trusted.
+    """
+
+    observer: str
+    triton_cache: str
+    denied: tuple[str, ...]
+
+    @classmethod
+    def of(cls, build_root: Path, candidate_dir: Path) -> _Places:
+        candidate = os.path.realpath(candidate_dir)
+        return cls(os.path.realpath(build_root / "aten_observer"), os.path.join(candidate, ".triton", "cache"),
+                   (candidate, os.path.realpath(build_root.parent)))
+
+
+def _installed(mapped: str, places: _Places, backend: str) -> bool:
     """Whether ``mapped`` (a path from ``/proc/<pid>/maps``) is part of the installed runtime or the judge's own code.
 
     A deleted or replaced file (``(deleted)``), a memfd, and anything under the candidate's directory,
@@ -499,17 +528,23 @@ def _installed(mapped: str, build_root: Path, candidate_dir: Path, backend: str)
     if mapped.endswith(" (deleted)") or not os.path.isfile(mapped):
         return False
     path = os.path.realpath(mapped)
-    if _within(path, build_root / "aten_observer"):
+    if _within(path, places.observer):
         return True
-    if backend == "triton" and _within(path, candidate_dir / ".triton" / "cache") and _triton_module(Path(path).name):
+    if backend == "triton" and _within(path, places.triton_cache) and _triton_module(Path(path).name):
         return True
-    if any(_within(path, place) for place in (candidate_dir, build_root.parent)):
+    if any(_within(path, place) for place in places.denied):
         return False
-    if any(_within(path, root) for root in _import_roots()):
-        return True
-    if any(_within(path, place) for place in (tempfile.gettempdir(), "/tmp", "/dev/shm", "/var/tmp")):
-        return False
-    return any(_within(path, root) for root in _runtime_roots())
+    if not any(_within(path, root) for root in _import_roots()):
+        if any(_within(path, place) for place in _temp_roots()) or not any(_within(path, root) for root in _runtime_roots()):
+            return False
+    _RUNTIME_FILES.add(mapped)
+    return True
+
+
+_RUNTIME_FILES: set[str] = set()
+"""Mapped paths :func:`_installed` found in the installed runtime or the judge's own packages, known for the
+worker's life: no candidate can write those places (Landlock), and a path in ``/proc/<pid>/maps`` is already
+resolved, so it never names a file in a later candidate's directory."""
 
 
 _TRITON_MODULES = ("__triton_launcher", "cuda_utils", "hip_utils")
