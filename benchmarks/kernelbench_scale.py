@@ -418,15 +418,17 @@ def _kb_status(outcome: dict[str, Any]) -> str:
 
 
 def kernelbench_answers(answers: Sequence[Answer], per_level: int | None) -> list[Answer]:
-    """The answers KernelBench's pipeline judges: all but the identity answers past the first ``per_level`` of a level.
+    """The answers KernelBench's pipeline judges: all but the identity answers past the first ``per_level`` of a level,
+    identity answers first (they have nothing to prebuild and take seconds: a deadline cuts the long ones instead).
 
     Example:
-        >>> tasks = [Task(f"level1/{i}_T", "T", 1, i, "class Model: pass") for i in (1, 2)]
-        >>> [a.key for a in kernelbench_answers(identity_answers(tasks, (1,), 2), 1)]
-        ['identity:level1/1_T']
+        >>> tasks = [Task(f"level1/{i}_T", "T", 1, i, "class Model: pass", solutions={"cuda": "x"}) for i in (1, 2)]
+        >>> [a.key for a in kernelbench_answers(select_answers(tasks, [], [], 1) + identity_answers(tasks, (1,), 2), 1)]
+        ['identity:level1/1_T', 'cuda:level1/1_T']
     """
+    answers = sorted(answers, key=lambda answer: answer.label != "identity")
     if per_level is None:
-        return list(answers)
+        return answers
     kept, seen = [], {}
     for answer in answers:
         if answer.label == "identity":

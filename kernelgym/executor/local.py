@@ -224,6 +224,26 @@ class _WorkerPool:
     def submit(self, job: JudgeJob) -> Future[EvalResult]:
         return self.threads.submit(self._run, job)
 
+    def warm(self) -> None:
+        """Start the idle workers not started yet, each in one of the pool's threads; a job queued meanwhile waits
+        for the first that is ready. A start that fails is tried again, and reported, by the next job it gets."""
+        with self.lock:
+            cold = [worker for worker in self.idle if worker.process is None]
+            for worker in cold:
+                self.idle.remove(worker)
+        for worker in cold:
+            self.threads.submit(self._start, worker)
+
+    def _start(self, worker: WorkerHandle) -> None:
+        try:
+            if worker.process is None:
+                worker._start()
+        except (RuntimeError, OSError):
+            worker.stop()
+        finally:
+            with self.lock:
+                self.idle.append(worker)
+
     def close(self) -> None:
         """Stop every worker, busy ones included (a job still running ends as a crash), then the threads."""
         self.threads.shutdown(wait=False, cancel_futures=True)
@@ -298,6 +318,8 @@ class LocalExecutor:
             raise RuntimeError("this executor is closed")
         if self._builders is None or job.build_only:
             return self._judges.submit(job)
+        # The judges start (a device context, a candidate forked ahead) while the first answers build.
+        self._judges.warm()
         judged: Future[EvalResult] = Future()
 
         def built(build: Future[EvalResult]) -> None:

@@ -44,6 +44,8 @@ def test_build_workers_compile_ahead_and_a_failed_build_is_the_verdict(cache_dir
     task = cpu_suite["level1/1_ReLU"]
     broken = task.solution("cpp").replace("return out;", "return out")
     executor = LocalExecutor(PoolSettings(backend="cpp", num_workers=1, cache_dir=cache_dir), build_workers=1)
+    warmed = []
+    monkeypatch.setattr(executor._judges, "warm", lambda: warmed.append(True))
     try:
         assert executor._builders is not None
         with Verifier(backend="cpp", executor=executor, config=CONFIG) as verifier:
@@ -52,4 +54,22 @@ def test_build_workers_compile_ahead_and_a_failed_build_is_the_verdict(cache_dir
         executor.close()
     assert good.status is Status.OK, good.feedback
     assert bad.status is Status.COMPILE_ERROR and not bad.correct
+    assert warmed  # the judges were told to start while the answers built
+
+
+def test_a_warmed_pool_starts_its_worker_before_any_job_and_judges_with_it(cache_dir: Path, cpu_suite) -> None:
+    task = cpu_suite["level1/1_ReLU"]
+    executor = LocalExecutor(PoolSettings(backend="cpp", num_workers=1, cache_dir=cache_dir))
+    try:
+        worker = executor._judges.workers[0]
+        assert worker.process is None
+        executor._judges.warm()
+        executor._judges.threads.submit(lambda: None).result(timeout=300)  # the one thread has finished the start
+        assert worker.process is not None and "trusted worker" in worker.confinement
+        pid = worker.process.pid
+        verifier = Verifier(backend="cpp", executor=executor, config=CONFIG)
+        assert verifier.evaluate(task, task.solution("cpp")).status is Status.OK
+        assert worker.process is not None and worker.process.pid == pid
+    finally:
+        executor.close()
 
