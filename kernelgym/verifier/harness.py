@@ -534,9 +534,10 @@ def _installed(mapped: str, places: _Places, backend: str) -> bool:
         return True
     if any(_within(path, place) for place in places.denied):
         return False
-    if not any(_within(path, root) for root in _import_roots()):
-        if any(_within(path, place) for place in _temp_roots()) or not any(_within(path, root) for root in _runtime_roots()):
-            return False
+    judges_own = any(_within(path, root) for root in _import_roots())
+    in_runtime = not any(_within(path, place) for place in _temp_roots()) and any(_within(path, root) for root in _runtime_roots())
+    if not (judges_own or in_runtime):
+        return False
     _RUNTIME_FILES.add(mapped)
     return True
 
@@ -599,6 +600,10 @@ def mismatch_verdict(mismatch: Mismatch, context: str, rule: str) -> Verdict:
     status = Status.ILLEGAL if mismatch.illegal else Status.INCORRECT
     rule_id = mismatch.rule if mismatch.illegal or mismatch.rule != "wrong-output" else rule
     return Verdict(status, [], (runtime.output_violation(rule_id, f"{context}: {mismatch.message}"),))
+
+
+CHECK_MODES = ((False, False), (True, True), (False, True))
+"""The ``(training, grad)`` modes the checked calls of one shape cycle through (the timed calls use the first)."""
 
 
 KERNELBENCH_TOLERANCE = 1e-2

@@ -24,9 +24,17 @@ import torch
 
 from kernelgym.backends import Backend, get_backend
 from kernelgym.verifier.channel import CandidateChannel
-from kernelgym.verifier.compare import checksum, compare_outputs, flatten_outputs
+from kernelgym.verifier.compare import compare_outputs, fingerprint, flatten_outputs
 from kernelgym.verifier.feedback import conclude
-from kernelgym.verifier.harness import Harness, Progress, Verdict, mismatch_verdict, redrawable_state, tolerances
+from kernelgym.verifier.harness import (
+    CHECK_MODES,
+    Harness,
+    Progress,
+    Verdict,
+    mismatch_verdict,
+    redrawable_state,
+    tolerances,
+)
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status, Violation
 from kernelgym.verifier.rules import runtime
@@ -35,7 +43,6 @@ from kernelgym.verifier.trial_inputs import draw_inputs
 
 __all__ = ["judge", "Verdict"]
 
-_MODES = ((False, False), (True, True), (False, True))
 # The trial (of the first shape) in which every floating parameter and buffer is redrawn.
 _REDRAW_TRIAL = 1
 
@@ -84,9 +91,9 @@ def _same_models_first(h: Harness, shapes: list[tuple[dict[str, Any], bool]], ba
 def _mismatch_rule(h: Harness, reference: torch.nn.Module, inputs: list[Any], got: list[Any], seen: set[tuple],
                    trial: int, variant: int, redrawn: bool) -> str:
     """Name the cause of a mismatch: a replayed output, a mode-dependent answer, cached or assumed weights, a shape, or a wrong one."""
-    if checksum(got) in seen:
+    if fingerprint(got) in seen:
         return "stale-output"
-    training, grad = _MODES[trial % len(_MODES)]
+    training, grad = CHECK_MODES[trial % len(CHECK_MODES)]
     if training or grad:
         expected = h.reference_call(reference, inputs, False, False)
         reply, _ = h.call(inputs, False, False)
@@ -168,7 +175,7 @@ def _check(h: Harness) -> None:
         seen: set[tuple] = set()
         redrawn_trial = False
         for trial in range(config.trials):
-            training, grad = _MODES[trial % len(_MODES)]
+            training, grad = CHECK_MODES[trial % len(CHECK_MODES)]
             redrawn_trial = index == 0 and trial == _REDRAW_TRIAL and h.redraw_weights(reference)
             seed = job.seeds[1 + trial]
             inputs = draw_inputs(h.reference, seed, h.device)
@@ -192,7 +199,7 @@ def _check(h: Harness) -> None:
                 if rule == "weights-cached" and not mismatch.illegal:
                     raise Verdict(Status.INCORRECT, [f"{where}: {mismatch.message}"], (runtime.weights_cached(),))
                 raise mismatch_verdict(mismatch, where, rule)
-            seen.add(checksum(got))
+            seen.add(fingerprint(got))
             # One trial's tensors at a time: a 6.4 GB-input task held two trials' inputs and outputs at once.
             del inputs, expected, got
         h.progress.variants_checked += 1 if index else 0
