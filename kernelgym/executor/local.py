@@ -257,7 +257,8 @@ class _WorkerPool:
 class LocalExecutor:
     """Evaluate jobs in parallel over sandboxed local worker processes.
 
-    Workers are started lazily, reused across jobs, and replaced after a crash
+    Workers are started at the first job (with build workers, the judges start
+    while the first answers build), reused across jobs, and replaced after a crash
     or a timeout. Candidate code never runs in this process (nor in a worker:
     each answer runs in a candidate process of its own). For a GPU backend the
     default is one judge worker per visible GPU, each pinned to its own GPU, and

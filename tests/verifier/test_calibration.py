@@ -29,7 +29,7 @@ def test_identity_answers_score_one(cache_dir, cpu_suite) -> None:
     from kernelgym import Verifier
 
     tasks = list(cpu_suite)
-    config = VerifierConfig(rules="kernelbench", runs=100, warmup=3, check_variants=False)
+    config = VerifierConfig(rules="kernelbench", runs=300, warmup=3, check_variants=False)
     with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=config) as verifier:
         results = verifier.evaluate_many([(task, identity_answer(task.source)) for task in tasks])
     speedups = {}
