@@ -176,7 +176,8 @@ def _start_twin(h: Harness, reference: torch.nn.Module, inputs: list[Any], expec
         # The twin goes through them too, so that both processes' allocators have the same history (after
         # plain calls only, single bundled CPU tasks read 0.82x and 1.28x, run after run).
         for k in range(_TWIN_WARMUP):
-            twin.call(inputs, True, False, *CHECK_MODES[k % len(CHECK_MODES)])
+            training, grad = CHECK_MODES[k % len(CHECK_MODES)]
+            twin.call(inputs, python_guard=True, fetch=False, training=training, grad=grad)
     except (TwinUnavailable, OSError, RuntimeError) as exc:
         if twin is not None:
             twin.close()
