@@ -33,7 +33,7 @@ from kernelgym.verifier.feedback import conclude
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status
 
-__all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result", "remove_orphaned_work_dirs"]
+__all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result", "remove_orphaned_work_dirs", "with_build"]
 
 _STARTUP_SECONDS = 900.0  # importing torch and, once per machine, building the precompiled header
 _WORKER_MARGIN_SECONDS = 60.0
@@ -332,7 +332,7 @@ class LocalExecutor:
             if result.status is not Status.OK:  # it did not build: that is the verdict
                 judged.set_result(result)
                 return
-            self._judges.submit(job).add_done_callback(lambda final: _forward(final, judged))
+            self._judges.submit(job).add_done_callback(lambda final: _forward(final, judged, result))
 
         self._builders.submit(replace(job, build_only=True)).add_done_callback(built)
         return judged
@@ -352,8 +352,16 @@ class LocalExecutor:
         self.build_cache.enforce_cap()
 
 
-def _forward(source: Future[EvalResult], target: Future[EvalResult]) -> None:
+def with_build(built: EvalResult | None, judged: EvalResult) -> EvalResult:
+    """The judge's result, with the build-ahead step's cost and cache use (the judge's own build was a lookup)."""
+    if built is None or built.status is not Status.OK:
+        return judged
+    seconds = replace(judged.seconds, build=round(built.seconds.build + judged.seconds.build, 6))
+    return judged.with_changes(seconds=seconds, cache_hit=built.cache_hit and judged.cache_hit)
+
+
+def _forward(source: Future[EvalResult], target: Future[EvalResult], built: EvalResult) -> None:
     try:
-        target.set_result(source.result())
+        target.set_result(with_build(built, source.result()))
     except BaseException as exc:  # noqa: BLE001 (handed to the caller's future)
         target.set_exception(exc)

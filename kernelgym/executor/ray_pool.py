@@ -28,7 +28,7 @@ from typing import Any
 
 from kernelgym.backends import get_backend
 from kernelgym.errors import BackendUnavailableError, require_extra
-from kernelgym.executor.local import LocalExecutor, failure_result
+from kernelgym.executor.local import LocalExecutor, failure_result, with_build
 from kernelgym.executor.registry import PoolSettings
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, Status
@@ -316,15 +316,7 @@ class RayExecutor:
                 batch.build_results[index] = result
                 batch.built.append(index)
             return
-        batch.finish(index, self._merge(batch.build_results.pop(index, None), result))
-
-    @staticmethod
-    def _merge(built: EvalResult | None, judged: EvalResult) -> EvalResult:
-        """The judge's result, with the build step's cost and cache use (the judge's own build was a lookup)."""
-        if built is None or built.status is not Status.OK:
-            return judged
-        seconds = dataclasses.replace(judged.seconds, build=round(built.seconds.build + judged.seconds.build, 6))
-        return judged.with_changes(seconds=seconds, cache_hit=built.cache_hit and judged.cache_hit)
+        batch.finish(index, with_build(batch.build_results.pop(index, None), result))
 
     def _replace(self, slot: _Slot) -> None:
         """Put a fresh actor in the position of one that died."""

@@ -8,9 +8,10 @@ import pytest
 
 from kernelgym import Verifier
 from kernelgym.backends.cpp import CppBackend
-from kernelgym.executor.local import LocalExecutor
+from kernelgym.executor.local import LocalExecutor, with_build
 from kernelgym.executor.registry import PoolSettings
 from kernelgym.verifier import Status, VerifierConfig
+from kernelgym.verifier.result import EvalResult, StageSeconds
 
 pytestmark = pytest.mark.slow
 
@@ -55,6 +56,16 @@ def test_build_workers_compile_ahead_and_a_failed_build_is_the_verdict(cache_dir
     assert good.status is Status.OK, good.feedback
     assert bad.status is Status.COMPILE_ERROR and not bad.correct
     assert warmed  # the judges were told to start while the answers built
+    assert good.seconds.build > 0.0  # the build-ahead step's seconds, not only the judge's lookup
+
+
+def test_a_verdict_after_a_build_ahead_carries_the_build_steps_seconds_and_cache_use() -> None:
+    built = EvalResult(task_id="level1/1_ReLU", backend="cpp", status=Status.OK, seconds=StageSeconds(build=12.5))
+    judged = built.with_changes(seconds=StageSeconds(build=0.25, check=1.0, time=2.0), cache_hit=True)
+    merged = with_build(built, judged)
+    assert merged.seconds == StageSeconds(build=12.75, check=1.0, time=2.0) and not merged.cache_hit
+    failed = built.with_changes(status=Status.COMPILE_ERROR)
+    assert with_build(failed, judged) is judged and with_build(None, judged) is judged
 
 
 def test_a_warmed_pool_starts_its_worker_before_any_job_and_judges_with_it(cache_dir: Path, cpu_suite) -> None:
