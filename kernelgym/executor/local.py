@@ -33,7 +33,8 @@ from kernelgym.verifier.feedback import conclude
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status
 
-__all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result", "remove_orphaned_work_dirs", "with_build"]
+__all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result", "remove_orphaned_work_dirs", "with_build",
+           "default_build_workers"]
 
 _STARTUP_SECONDS = 900.0  # importing torch and, once per machine, building the precompiled header
 _WORKER_MARGIN_SECONDS = 60.0
@@ -272,8 +273,8 @@ class LocalExecutor:
     Args:
         settings: backend, judge workers (default: one per visible GPU, else up to four), cache and
             worker limits.
-        build_workers: build-ahead workers (default: half the cores, less the judges, on a GPU
-            backend that supports building without a GPU; 0 elsewhere).
+        build_workers: build-ahead workers (default: :func:`default_build_workers` on a GPU backend that
+            supports building without a GPU; 0 elsewhere).
         cache_max_gb: the build cache's size cap.
 
     Example:
@@ -303,7 +304,7 @@ class LocalExecutor:
         self._judges = _WorkerPool(judges, "kernelgym-judge")
         build_env = backend_obj.build_worker_environment() if devices else None
         if build_workers is None:
-            build_workers = max(0, (os.cpu_count() or 1) // 2 - self.num_workers) if build_env is not None else 0
+            build_workers = default_build_workers(self.num_workers) if build_env is not None else 0
         self._builders = None
         if build_workers and build_env is not None:
             # Builders share every CPU the judges do not use, so a build's compile steps run side by side.
@@ -350,6 +351,19 @@ class LocalExecutor:
             self._builders.close()
         self._judges.close()
         self.build_cache.enforce_cap()
+
+
+def default_build_workers(judges: int) -> int:
+    """Build-ahead workers beside ``judges``: one per CPU the judges leave, less one, as memory allows (4 GB each).
+
+    A CUDA build is mostly one single-threaded nvcc, so each build worker keeps about one CPU busy: with half the
+    CPUs, 27 answers built in four rounds of ~45 s on a 16-CPU host while half the CPUs idled
+    (``benchmarks/results/kernelbench-scale.md``). Each worker holds torch, its candidate factory and one nvcc
+    over torch's headers at a time.
+    """
+    cpus = len(os.sched_getaffinity(0))
+    memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
+    return max(0, min(cpus - judges - 1, int(memory_gb // 4)))
 
 
 def with_build(built: EvalResult | None, judged: EvalResult) -> EvalResult:

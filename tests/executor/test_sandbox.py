@@ -38,6 +38,31 @@ def test_the_environment_keeps_no_credentials_and_gives_private_home_and_tmp(tmp
     assert str(Path(__file__).resolve().parents[2]) in env["PYTHONPATH"].split(os.pathsep)
 
 
+def test_the_allocator_thresholds_are_fixed_so_history_does_not_decide_where_buffers_come_from(tmp_path: Path) -> None:
+    # A fresh glibc process serves a 1 MB block with fresh pages (mmap); one that has freed such blocks, from its
+    # heap. The judge's processes start in the second state, whatever they did before (sandbox.ALLOCATOR_ENV).
+    code = """
+        import ctypes
+        libc = ctypes.CDLL(None)
+        class Info(ctypes.Structure):
+            _fields_ = [(name, ctypes.c_size_t) for name in
+                        ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+        libc.mallinfo2.restype = Info
+        libc.malloc.restype = ctypes.c_void_p
+        before = libc.mallinfo2().hblkhd
+        block = libc.malloc(1 << 20)
+        print(libc.mallinfo2().hblkhd - before)
+        libc.free(ctypes.c_void_p(block))
+    """
+    env = scrubbed_environment(tmp_path / "work", tmp_path / "cache", threads=1)
+    plain = {k: v for k, v in env.items() if not k.startswith("MALLOC_")}
+    mapped = {name: subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60,
+                                   env=e, check=True).stdout.strip() for name, e in (("judge", env), ("plain", plain))}
+    mapped = {name: int(value) for name, value in mapped.items()}
+    assert mapped["plain"] >= 1 << 20  # the control: without the setting, fresh pages
+    assert mapped["judge"] == 0, mapped
+
+
 def test_limits_cap_file_size_and_core_dumps_and_never_raise_a_hard_limit() -> None:
     done = _run("""
         import resource
