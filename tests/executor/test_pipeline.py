@@ -86,7 +86,7 @@ def test_a_warmed_pool_starts_its_worker_before_any_job_and_judges_with_it(cache
 
 
 
-def test_build_workers_default_to_one_per_cpu_the_judges_leave_as_memory_allows(monkeypatch) -> None:
+def test_build_workers_default_to_half_the_cpus_less_the_judges_as_memory_allows(monkeypatch) -> None:
     import os
 
     from kernelgym.executor.local import default_build_workers
@@ -94,7 +94,7 @@ def test_build_workers_default_to_one_per_cpu_the_judges_leave_as_memory_allows(
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(16)))
     pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 128 * 1024**3 // 4096}
     monkeypatch.setattr(os, "sysconf", lambda name: pages[name])
-    assert default_build_workers(1) == 14  # a 16-CPU host with one GPU: nvcc is single-threaded, so one build per CPU
+    assert default_build_workers(1) == 7  # a 16-CPU host with one GPU
     pages["SC_PHYS_PAGES"] = 8 * 1024**3 // 4096
     assert default_build_workers(1) == 2  # 4 GB a build worker
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
