@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from kernelgym import Verifier
 from kernelgym.backends.cpp import CppBackend
-from kernelgym.executor.local import LocalExecutor, with_build
+from kernelgym.executor.local import LocalExecutor, default_build_workers, with_build
 from kernelgym.executor.registry import PoolSettings
 from kernelgym.verifier import Status, VerifierConfig
 from kernelgym.verifier.result import EvalResult, StageSeconds
@@ -85,12 +86,7 @@ def test_a_warmed_pool_starts_its_worker_before_any_job_and_judges_with_it(cache
         executor.close()
 
 
-
 def test_build_workers_default_to_half_the_cpus_less_the_judges_as_memory_allows(monkeypatch) -> None:
-    import os
-
-    from kernelgym.executor.local import default_build_workers
-
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(16)))
     pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 128 * 1024**3 // 4096}
     monkeypatch.setattr(os, "sysconf", lambda name: pages[name])

@@ -12,7 +12,7 @@ twin's warm-up went through the checked calls' modes as the candidate's process
 does (``benchmarks/results/calibration.md``). The test holds the median within 5%,
 so a guard or a harness cost that slips back onto the credited path fails it. Every
 task was within 15% in eleven runs of this test's judge on its own; inside the whole
-default suite a single task went beyond in three runs of four (1.31x, 1.19x), once
+default suite a single task went beyond in three runs of five (1.31x, 1.19x), once
 with the C allocator's thresholds fixed in every judge process. That cause is not
 found, so no bound on a single task is held here yet.
 """
