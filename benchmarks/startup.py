@@ -64,7 +64,7 @@ from kernelgym.executor.sandbox import SandboxPolicy
 limit = {} if get_backend(sys.argv[1]).address_space_limit_ok else {"memory_gb": None}  # as the executor sets it
 worker = WorkerHandle(sys.argv[1], Path(sys.argv[2]), SandboxPolicy(cpu=1, cpu_count=1, **limit), device_index=0 if sys.argv[1] != "cpp" else None)
 start = time.monotonic()
-worker._start()
+worker.start()
 print(round(time.monotonic() - start, 3))
 worker.stop()
 """

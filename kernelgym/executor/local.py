@@ -10,6 +10,7 @@ Holds:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -148,13 +149,21 @@ class WorkerHandle:
             shutil.rmtree(self.work_dir, ignore_errors=True)
             self.work_dir = None
 
+    def start(self) -> None:
+        """Start the worker unless it is running; a start that fails stops what it started and raises."""
+        if self.process is not None:
+            return
+        try:
+            self._start()
+        except (RuntimeError, OSError):
+            self.stop()
+            raise
+
     def run(self, job: JudgeJob) -> EvalResult:
         """Judge one job; a timeout or crash kills the worker and becomes a result."""
         try:
-            if self.process is None:
-                self._start()
+            self.start()
         except (RuntimeError, OSError) as exc:
-            self.stop()
             return failure_result(job, Status.JUDGE_ERROR, f"The judge's worker could not start: {exc}", "build")
         assert self.conn is not None
         self.conn.send(job)
@@ -237,10 +246,8 @@ class _WorkerPool:
 
     def _start(self, worker: WorkerHandle) -> None:
         try:
-            if worker.process is None:
-                worker._start()
-        except (RuntimeError, OSError):
-            worker.stop()
+            with contextlib.suppress(RuntimeError, OSError):  # tried again, and reported, by its next job
+                worker.start()
         finally:
             with self.lock:
                 self.idle.append(worker)

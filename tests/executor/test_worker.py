@@ -29,7 +29,7 @@ def test_judges_get_one_cpu_each_and_builders_share_the_rest() -> None:
 def test_a_worker_starts_pinned_says_how_it_is_confined_and_leaves_nothing_behind(cache_dir: Path) -> None:
     handle = WorkerHandle("cpp", cache_dir, SandboxPolicy(memory_gb=None, cpu=0))
     try:
-        handle._start()
+        handle.start()
         assert handle.process is not None and handle.work_dir is not None
         assert os.sched_getaffinity(handle.process.pid) == {sorted(os.sched_getaffinity(0))[0]}
         assert "trusted worker" in handle.confinement
@@ -46,7 +46,7 @@ def test_a_worker_starts_pinned_says_how_it_is_confined_and_leaves_nothing_behin
 def test_a_worker_whose_caller_hangs_up_exits_cleanly(cache_dir: Path) -> None:
     handle = WorkerHandle("cpp", cache_dir, SandboxPolicy(memory_gb=None))
     try:
-        handle._start()
+        handle.start()
         process = handle.process
         assert process is not None and handle.conn is not None
         handle.conn.send(None)  # the caller's "no more jobs"
