@@ -301,7 +301,8 @@ def run_kernelgym(phase: str, answers: Sequence[Answer], args: argparse.Namespac
             recorder.add(_kernelgym_record(phase, batch[index], result, seconds))
 
         try:
-            with Verifier(backend=backend, config=config, num_workers=args.num_workers, cache_dir=cache) as verifier:
+            with Verifier(backend=backend, executor=args.executor, config=config, num_workers=args.num_workers,
+                          cache_dir=cache) as verifier:
                 _judge_batch(verifier, batch, on_result)
         except Exception as exc:  # an executor failure ends this batch only
             log(f"{phase}: {backend} batch failed: {type(exc).__name__}: {exc}")
@@ -677,6 +678,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="KernelBench's pipeline judges only the first N identity answers of each level (default: all)")
     parser.add_argument("--deadline-s", type=float, default=0.0, help="start no answer after this many seconds (0: none)")
     parser.add_argument("--num-workers", type=int, default=None, help="kernelgym workers (default: the executor's)")
+    parser.add_argument("--executor", default="local", choices=("local", "ray"),
+                        help="kernelgym's executor (ray: a local Ray cluster of this machine, `pip install 'kernelgym[ray]'`)")
     parser.add_argument("--rules", default="native", choices=("native", "kernelbench"),
                         help="kernelgym's rule preset (kernelbench: PyTorch operators allowed in ModelNew)")
     parser.add_argument("--stage-timeout", type=float, default=0.0, help="kernelgym budget of every stage, s (0: the verifier's)")
@@ -778,7 +781,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not answers:
         raise SystemExit("no answer is left after --only/--tasks/--limit")
     meta = {**machine_meta(args.commit), "kernelbench": str(Path(args.kernelbench).resolve()),
-            "answers": len(answers), "phases_run": args.phases, "rules": args.rules,
+            "answers": len(answers), "phases_run": args.phases, "rules": args.rules, "executor": args.executor,
             "cache": "prepared (kernelgym prepare)" if args.cache_dir else "fresh"}
     log(f"{len(answers)} answers ({sum(a.backend == 'cuda' for a in answers)} CUDA), phases {', '.join(args.phases)}; "
         f"work dir {work}")
