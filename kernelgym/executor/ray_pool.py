@@ -23,6 +23,7 @@ import socket
 import threading
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,9 @@ _FINAL_AFTER_BUILD = (Status.COMPILE_ERROR, Status.FORMAT_ERROR, Status.ILLEGAL,
 
 # Deaths of the actor working on one candidate before it is reported as a runtime error.
 _MAX_ACTOR_DEATHS = 2
+
+# How long the driver waits for a finished call before it looks at new submissions again.
+_POLL_SECONDS = 0.05
 
 # What an actor does in each phase of a candidate, in words, and the stage a failure then counts in
 # (``build`` when it is unknown whether the candidate compiled).
@@ -110,26 +114,19 @@ class _Slot:
         self.index = index
         self.actor = actor
         self.where = actor.where.remote()  # first call: resolves once the actor is up
-        self.candidate: int | None = None
+        self.candidate: JudgeJob | None = None
         self.task_id: str | None = None
         self.replacements = 0
 
 
 @dataclass
-class _Batch:
-    """State of one ``run_many`` call (driver side)."""
+class _Entry:
+    """One submitted candidate (driver side): its job, its future, and what the pool has done with it so far."""
 
-    jobs: Sequence[JudgeJob]
-    results: list[EvalResult | None]
-    waiting: collections.deque[int]  # not admitted yet
-    built: collections.deque[int]  # built ahead, waiting for a judge actor
-    build_results: dict[int, EvalResult] = dataclasses.field(default_factory=dict)
-    deaths: collections.Counter[int] = dataclasses.field(default_factory=collections.Counter)
-    admitted: int = 0  # admitted and not finished: the in-flight bound applies to this
-
-    def finish(self, index: int, result: EvalResult) -> None:
-        self.results[index] = result
-        self.admitted -= 1
+    job: JudgeJob
+    future: Future[EvalResult]
+    build: EvalResult | None = None  # the build-ahead step's result, merged into the verdict
+    deaths: int = 0  # deaths of the actor working on it
 
 
 class RayExecutor:
@@ -222,8 +219,14 @@ class RayExecutor:
             "build": [_Slot("build", i, self._make["build"]()) for i in range(self.num_builders)],
             "judge": [_Slot("judge", i, self._make["judge"]()) for i in range(self.num_workers)],
         }
-        self._run_lock = threading.Lock()  # one run_many at a time
         self._state_lock = threading.Lock()  # slots, read by actors() from other threads
+        # The pipeline (driver side): candidates not admitted yet, built ones waiting for a judge actor, and the
+        # count admitted and not finished (the in-flight bound applies to it); the driver thread starts on first use.
+        self._wake = threading.Condition()
+        self._waiting: collections.deque[_Entry] = collections.deque()
+        self._built: collections.deque[_Entry] = collections.deque()
+        self._admitted = 0
+        self._driver: threading.Thread | None = None
         self._closed = False
 
     # --- introspection ---------------------------------------------------------
@@ -238,85 +241,123 @@ class RayExecutor:
             infos.append(ActorInfo(slot.role, slot.index, actor, host, pid, task_id, replacements))
         return infos
 
+    def queued(self) -> dict[str, int]:
+        """Candidates in the pipeline now: ``waiting`` (not admitted yet), ``built`` (waiting for a judge actor), ``admitted``."""
+        with self._wake:
+            return {"waiting": len(self._waiting), "built": len(self._built), "admitted": self._admitted}
+
     # --- running ---------------------------------------------------------------
 
     def run_many(self, jobs: Sequence[JudgeJob]) -> list[EvalResult]:
         """Judge ``jobs`` over the pool, pipelined; results in the same order."""
-        if self._closed:
-            raise RuntimeError("this executor is closed")
-        with self._run_lock:
-            batch = _Batch(jobs, [None] * len(jobs), collections.deque(range(len(jobs))), collections.deque())
-            in_flight: dict[Any, tuple[_Slot, str]] = {}
-            while batch.admitted or batch.waiting:
-                self._dispatch(batch, in_flight)
-                (ready,), _ = self._ray.wait(list(in_flight), num_returns=1)
-                slot, phase = in_flight.pop(ready)
-                self._collect(batch, slot, phase, ready)
-            return [r for r in batch.results if r is not None]
+        return [future.result() for future in [self.submit(job) for job in jobs]]
 
-    def _dispatch(self, batch: _Batch, in_flight: dict[Any, tuple[_Slot, str]]) -> None:
-        """Give work to idle actors: built candidates to judges first, then new candidates."""
+    def submit(self, job: JudgeJob) -> Future[EvalResult]:
+        """Admit ``job`` into the pool's pipeline; the future's result is its :class:`EvalResult`.
 
-        def admit() -> int | None:
-            if not batch.waiting or batch.admitted >= self.max_in_flight:
+        Candidates submitted from any thread share one pipeline: build actors build the next ones while
+        the judge actors judge (a ``submit`` per answer, as :meth:`Verifier.submit` makes, is as fast as
+        one ``run_many`` of them all).
+        """
+        future: Future[EvalResult] = Future()
+        with self._wake:
+            if self._closed:
+                raise RuntimeError("this executor is closed")
+            self._waiting.append(_Entry(job, future))
+            if self._driver is None:
+                self._driver = threading.Thread(target=self._drive, name="kernelgym-ray-driver", daemon=True)
+                self._driver.start()
+            self._wake.notify()
+        return future
+
+    def _drive(self) -> None:
+        """The pipeline's loop (one thread): hand work to idle actors, then take the next finished call."""
+        in_flight: dict[Any, tuple[_Slot, str, _Entry]] = {}
+        while True:
+            with self._wake:
+                while not self._closed and not in_flight and not self._waiting and not self._built:
+                    self._wake.wait()
+                if self._closed:
+                    break
+                self._dispatch(in_flight)
+            if not in_flight:
+                continue
+            ready, _ = self._ray.wait(list(in_flight), num_returns=1, timeout=_POLL_SECONDS)
+            for ref in ready:
+                slot, phase, entry = in_flight.pop(ref)
+                with self._wake:
+                    self._collect(slot, phase, entry, ref)
+        for _, _, entry in in_flight.values():
+            if not entry.future.done():
+                entry.future.set_exception(RuntimeError("this executor is closed"))
+
+    def _dispatch(self, in_flight: dict[Any, tuple[_Slot, str, _Entry]]) -> None:
+        """Give work to idle actors: built candidates to judges first, then new candidates (``_wake`` held)."""
+
+        def admit() -> _Entry | None:
+            if not self._waiting or self._admitted >= self.max_in_flight:
                 return None
-            batch.admitted += 1
-            return batch.waiting.popleft()
+            self._admitted += 1
+            return self._waiting.popleft()
 
         for slot in self._slots["judge"]:
             if slot.candidate is not None:
                 continue
-            if batch.built:
-                self._submit(slot, batch, batch.built.popleft(), "judge", in_flight)
+            if self._built:
+                self._submit(slot, self._built.popleft(), "judge", in_flight)
             elif self.judges_build_when_idle or not self._slots["build"]:
-                index = admit()
-                if index is not None:
-                    self._submit(slot, batch, index, "full", in_flight)
+                entry = admit()
+                if entry is not None:
+                    self._submit(slot, entry, "full", in_flight)
         for slot in self._slots["build"]:
             if slot.candidate is None:
-                index = admit()
-                if index is not None:
-                    self._submit(slot, batch, index, "build", in_flight)
+                entry = admit()
+                if entry is not None:
+                    self._submit(slot, entry, "build", in_flight)
 
-    def _submit(self, slot: _Slot, batch: _Batch, index: int, phase: str, in_flight: dict[Any, tuple[_Slot, str]]) -> None:
-        job = batch.jobs[index]
+    def _submit(self, slot: _Slot, entry: _Entry, phase: str, in_flight: dict[Any, tuple[_Slot, str, _Entry]]) -> None:
+        job = entry.job
         with self._state_lock:
-            slot.candidate, slot.task_id = index, job.task.id
-        in_flight[slot.actor.run.remote(dataclasses.replace(job, build_only=True) if phase == "build" else job)] = (slot, phase)
+            slot.candidate, slot.task_id = job, job.task.id
+        in_flight[slot.actor.run.remote(dataclasses.replace(job, build_only=True) if phase == "build" else job)] = (slot, phase, entry)
 
-    def _collect(self, batch: _Batch, slot: _Slot, phase: str, ref: Any) -> None:
-        """Take one finished call: a result, the next stage, a retry or a failure."""
-        index = slot.candidate
-        assert index is not None
+    def _finish(self, entry: _Entry, result: EvalResult) -> None:
+        self._admitted -= 1
+        entry.future.set_result(result)
+
+    def _collect(self, slot: _Slot, phase: str, entry: _Entry, ref: Any) -> None:
+        """Take one finished call: a result, the next stage, a retry or a failure (``_wake`` held)."""
         with self._state_lock:
             slot.candidate = slot.task_id = None
-        job = batch.jobs[index]
+        job = entry.job
         try:
             result: EvalResult = self._ray.get(ref)
         except (self._ray.exceptions.RayActorError, self._ray.exceptions.OutOfMemoryError) as exc:
             self._replace(slot)
-            batch.deaths[index] += 1
-            if batch.deaths[index] < _MAX_ACTOR_DEATHS:
-                (batch.built if phase == "judge" else batch.waiting).appendleft(index)
-                if phase != "judge":
-                    batch.admitted -= 1  # re-admitted from the waiting queue
+            entry.deaths += 1
+            if entry.deaths < _MAX_ACTOR_DEATHS:
+                if phase == "judge":
+                    self._built.appendleft(entry)
+                else:
+                    self._admitted -= 1  # re-admitted from the waiting queue
+                    self._waiting.appendleft(entry)
                 return
             doing, stage = _PHASES[phase]
-            sentence = f"The Ray actor {doing} it died {batch.deaths[index]} times; the last time: {_reason(exc)}"
-            batch.finish(index, failure_result(job, Status.RUNTIME_ERROR, sentence, stage))
+            sentence = f"The Ray actor {doing} it died {entry.deaths} times; the last time: {_reason(exc)}"
+            self._finish(entry, failure_result(job, Status.RUNTIME_ERROR, sentence, stage))
             return
         except self._ray.exceptions.RayError as exc:
             sentence = f"The Ray pool could not run the candidate: {_reason(exc)}"
-            batch.finish(index, failure_result(job, Status.JUDGE_ERROR, sentence, _PHASES[phase][1]))
+            self._finish(entry, failure_result(job, Status.JUDGE_ERROR, sentence, _PHASES[phase][1]))
             return
         if phase == "build":
             if result.status in _FINAL_AFTER_BUILD:
-                batch.finish(index, result)
+                self._finish(entry, result)
             else:
-                batch.build_results[index] = result
-                batch.built.append(index)
+                entry.build = result
+                self._built.append(entry)
             return
-        batch.finish(index, with_build(batch.build_results.pop(index, None), result))
+        self._finish(entry, with_build(entry.build, result))
 
     def _replace(self, slot: _Slot) -> None:
         """Put a fresh actor in the position of one that died."""
@@ -330,9 +371,19 @@ class RayExecutor:
 
     def close(self, timeout: float = 60.0) -> None:
         """Stop every actor's worker process, then the actors; shut Ray down if this executor started it."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._wake:
+            if self._closed:
+                return
+            self._closed = True
+            self._wake.notify()
+            waiting = [*self._waiting, *self._built]
+            self._waiting.clear()
+            self._built.clear()
+        if self._driver is not None:
+            self._driver.join(timeout=timeout)
+        for entry in waiting:
+            if not entry.future.done():
+                entry.future.set_exception(RuntimeError("this executor is closed"))
         with self._state_lock:
             actors = [s.actor for role in ("build", "judge") for s in self._slots[role]]
         closing = [a.close.remote() for a in actors]

@@ -123,6 +123,17 @@ def _unwrap(value: Any, memory: torch.Tensor | None) -> Any:
     return value
 
 
+def _mapped_state(state: dict[str, Any], descriptors: list[int] | None) -> dict[str, Any]:
+    """``state`` with its :class:`SharedTensor` places mapped from the memfd in ``descriptors`` (each then closed)."""
+    descriptors = descriptors or []
+    try:
+        memory = map_descriptor(descriptors[0]) if descriptors else None
+    finally:
+        for fd in descriptors:
+            os.close(fd)
+    return {name: _unwrap(value, memory) for name, value in state.items()}
+
+
 def _forbidden(exc: ForbiddenSymbolsError) -> dict[str, Any]:
     return {"ok": False, "error": "illegal", "rule": exc.rule, "detail": str(exc),
             "message": "Your compiled extension links against functions a native kernel must not use."}
@@ -317,10 +328,14 @@ class CandidateSide:
         bases = [cls.__name__ for cls in model_new.__mro__]
         return self._with_builds({"ok": True, "mro": bases, "state": self._state_changes()})
 
-    def cmd_construct(self, seed: int, init_inputs: list[Any], state: dict[str, torch.Tensor],
-                      constants: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Build ``ModelNew(*init_inputs)`` from ``seed``, after setting the shape's module ``constants`` the program defines."""
+    def cmd_construct(self, seed: int, init_inputs: list[Any], state: dict[str, Any],
+                      constants: dict[str, Any] | None = None, descriptors: list[int] | None = None) -> dict[str, Any]:
+        """Build ``ModelNew(*init_inputs)`` from ``seed``, after setting the shape's module ``constants`` the program defines.
+
+        ``state`` and ``descriptors`` are as :meth:`cmd_state` takes them.
+        """
         assert self.module is not None
+        state = _mapped_state(state, descriptors)
         for name, value in (constants or {}).items():
             if hasattr(self.module, name) and isinstance(value, (bool, int, float, str, tuple)):
                 setattr(self.module, name, value)
@@ -335,13 +350,15 @@ class CandidateSide:
             return {"ok": False, "error": "runtime", "message": f"ModelNew(*get_init_inputs()) raised {error_line(exc)}"}
         return self.cmd_state(state)
 
-    def cmd_state(self, state: dict[str, torch.Tensor]) -> dict[str, Any]:
+    def cmd_state(self, state: dict[str, Any], descriptors: list[int] | None = None) -> dict[str, Any]:
         """Load the reference's parameters and buffers (see :func:`transfer_state`), then move to the device.
 
-        The reply's ``unplaced`` names the reference tensors that found no place in ``ModelNew``,
-        its ``unfilled`` the tensors of ``ModelNew`` that received none.
+        ``state`` holds tensors, or :class:`SharedTensor` places in the memfd whose descriptor (at most one)
+        arrived with the command. The reply's ``unplaced`` names the reference tensors that found no place
+        in ``ModelNew``, its ``unfilled`` the tensors of ``ModelNew`` that received none.
         """
         assert self.model is not None
+        state = _mapped_state(state, descriptors)
         try:
             unplaced, unfilled = transfer_state(self.model, state)
         except Exception as exc:

@@ -113,13 +113,16 @@ class SharedBuffers:
     descriptor: int | None
 
     @classmethod
-    def share(cls, values: list[Any]) -> SharedBuffers:
-        """Shared counterparts (uninitialised) of the tensors among ``values``, each with its shape, strides, dtype, device."""
+    def share(cls, values: list[Any], on_host: bool = False) -> SharedBuffers:
+        """Shared counterparts (uninitialised) of the tensors among ``values``, each with its shape, strides, dtype, device.
+
+        ``on_host``: every tensor gets its counterpart in the memfd, on the host, whatever its device.
+        """
         offsets: list[int] = []
         total = 0
         for value in values:
             offsets.append(total)
-            if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+            if isinstance(value, torch.Tensor) and (on_host or value.device.type == "cpu"):
                 span = _span(*_buffer_shape(value))
                 total += -(-max(span, 1) * value.element_size() // _ALIGN) * _ALIGN
         descriptor = sealed_memfd(total) if total else None
@@ -129,7 +132,7 @@ class SharedBuffers:
             if not isinstance(value, torch.Tensor):
                 local.append(value)
                 remote.append(value)
-            elif memory is not None and value.device.type == "cpu":
+            elif memory is not None and (on_host or value.device.type == "cpu"):
                 size, stride = _buffer_shape(value)
                 spec = SharedTensor(offset, str(value.dtype), size, stride, _span(size, stride))
                 local.append(map_shared(spec, memory))

@@ -238,6 +238,31 @@ def test_a_candidate_whose_actor_dies_twice_is_a_runtime_error_with_the_reason(
         _wait_for(lambda w=worker: w not in _worker_processes(str(cache_dir)), "the killed actors' workers to exit", 30)
 
 
+@pytest.mark.extended
+def test_answers_submitted_one_by_one_share_the_pipeline(ray_cluster: None, cache_dir: Path, endless_job: JudgeJob,
+                                                          cpu_suite: TaskSuite) -> None:
+    """A ``submit`` per answer (as ``Verifier.submit`` makes): the build actor builds the next one while the judge judges."""
+    relu = cpu_suite["level1/2_Sigmoid"]
+    job = Verifier(backend="cpp", config=VerifierConfig(runs=3, warmup=1)).prepare(relu, relu.solution("cpp"))
+    assert isinstance(job, JudgeJob)
+    executor = RayExecutor(PoolSettings(backend="cpp", num_workers=1, cache_dir=cache_dir), num_builders=1, judges_build_when_idle=False)
+    try:
+        endless = executor.submit(endless_job)
+        _wait_for(lambda: any(a.role == "judge" and a.task_id == endless_job.task.id for a in executor.actors()), "the endless job's judging")
+        second = executor.submit(job)
+        # Submitted while the judge is busy, the second answer is built meanwhile (before, each submit waited for the last).
+        def both_busy() -> bool:
+            doing = {a.role: a.task_id for a in executor.actors()}
+            return doing == {"judge": endless_job.task.id, "build": job.task.id}
+
+        _wait_for(both_busy, "the second answer's build beside the first one's judging", 60)
+        assert endless.result(timeout=600).status is Status.TIMEOUT
+        result = second.result(timeout=600)
+    finally:
+        executor.close()
+    assert result.status is Status.OK and result.task_id == job.task.id
+
+
 def test_close_and_ray_shutdown_leave_no_worker_or_actor_process(ray_cluster: None, cache_dir: Path, cpu_suite: TaskSuite) -> None:
     """Runs last in this module: it shuts Ray down."""
     relu = cpu_suite["level1/1_ReLU"]

@@ -41,16 +41,44 @@ def test_byte_equality_and_sums_are_exact_across_chunk_boundaries(monkeypatch) -
     from kernelgym.verifier import compare
 
     monkeypatch.setattr(compare, "_CHUNK", 7)
-    a = torch.arange(10, dtype=torch.float32)  # 40 bytes: 6 chunks, the last one short
+    a = torch.arange(40, dtype=torch.float32)  # 160 bytes: 20 words of 8 bytes, 3 chunks, the last one short
     assert compare.same_bytes(a, a.clone())
-    for index in (0, 6, 9):  # first chunk, the chunk after a boundary, the short last chunk
+    for index in (0, 14, 39):  # first chunk, the first word after a boundary, the short last chunk
         b = a.clone()
         b[index] += 1
         assert not compare.same_bytes(a, b)
     nan = torch.tensor([float("nan"), 1.0])
     assert compare.same_bytes(nan, nan.clone())  # bytes, not values: a NaN equals its copy
     assert compare.same_bytes(torch.empty(0), torch.empty(0)) and not compare.same_bytes(a, a[:9])
-    assert fingerprint([a])[3] == 45.0 and fingerprint([a]) != fingerprint([a * 2])
+    assert fingerprint([a])[3] == 780.0 and fingerprint([a]) != fingerprint([a * 2])
+    odd = torch.arange(5, dtype=torch.uint8)  # 5 bytes: compared byte by byte
+    assert compare.same_bytes(odd, odd.clone()) and not compare.same_bytes(odd, odd.flip(0))
+
+
+def test_chunked_comparison_reports_what_one_pass_over_the_whole_output_reports(monkeypatch) -> None:
+    """Findings stay on the device until the end of each pass; the first faulty index is found by walking the chunks again."""
+    from kernelgym.verifier import compare
+
+    ref = torch.linspace(-3.0, 3.0, 40)
+    cases = {"ok": ref + 1e-7, "wrong": ref.clone(), "nan": ref.clone(), "inf": ref.clone()}
+    cases["wrong"][[30, 33]] += 0.5
+    cases["nan"][20] = float("nan")
+    inf_ref = ref.clone()
+    inf_ref[25] = float("inf")
+    cases["inf"][25] = -float("inf")
+    whole = {}
+    for name, new in cases.items():
+        expected = inf_ref if name == "inf" else ref
+        whole[name] = compare_outputs([expected], [new], [], 1e-4, 1e-4, 1e-2)
+    monkeypatch.setattr(compare, "_CHUNK", 7)
+    for name, new in cases.items():
+        expected = inf_ref if name == "inf" else ref
+        chunked = compare_outputs([expected], [new], [], 1e-4, 1e-4, 1e-2)
+        assert chunked == whole[name], name
+    assert whole["ok"].mismatch is None
+    assert "in 2 of 40 elements" in whole["wrong"].mismatch.message and "first mismatch at index (30,)" in whole["wrong"].mismatch.message
+    assert "first at index (20,)" in whole["nan"].mismatch.message
+    assert "wrong NaN/inf at index (25,)" in whole["inf"].mismatch.message
 
 
 def test_match_within_tolerance() -> None:
