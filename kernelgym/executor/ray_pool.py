@@ -74,6 +74,11 @@ class _SandboxedWorkerActor:
         """(host name, pid) of the actor process."""
         return socket.gethostname(), os.getpid()
 
+    def build_environment(self, backend: str) -> dict[str, str] | None:
+        """What a build worker needs so that its builds share cache keys with this node's judges (see
+        :meth:`~kernelgym.backends.base.Backend.build_worker_environment`), read on this actor's node."""
+        return get_backend(backend).build_worker_environment()
+
     def run(self, job: JudgeJob) -> EvalResult:
         """Judge (or, for a ``build_only`` job, build) one candidate in the sandboxed worker."""
         return self._executor.run_many([job])[0]
@@ -157,7 +162,9 @@ class RayExecutor:
             (``"auto"``, ``"ray://head:10001"``, ...; ``None``: ``$RAY_ADDRESS``
             or a new local instance). The executor then shuts Ray down on close.
         num_builders: build actors (default: the CPUs the judges leave, at most
-            eight per judge); ``0`` turns the build-ahead stage off.
+            eight per judge); ``0`` turns the build-ahead stage off. On a GPU backend they build for
+            the judges' architecture (read on a judge's node); a backend that builds where it runs
+            (Triton), or a node where it cannot be read, gets none.
         max_in_flight: candidates admitted at once (default: builders + 2 x judges).
         judges_build_when_idle: a judge actor with no built candidate waiting
             builds and judges a new one itself (default: on for CPU backends,
@@ -211,13 +218,19 @@ class RayExecutor:
         cache_dir = settings.cache_dir
         args = (dataclasses.replace(settings, cache_dir=str(cache_dir) if cache_dir is not None else None),)
         custom = dict(resources or {})
-        self._make = {
-            "build": lambda: body.options(num_cpus=1, num_gpus=0, resources=custom).remote(*args),
-            "judge": lambda: body.options(num_cpus=1, num_gpus=1 if on_gpu else 0, resources=custom).remote(*args),
-        }
+        judge = body.options(num_cpus=1, num_gpus=1 if on_gpu else 0, resources=custom)
+        judges = [_Slot("judge", i, judge.remote(*args)) for i in range(self.num_workers)]
+        # Build actors have no GPU: they target the judges' architecture, read where a judge runs. Without it their
+        # builds would target every architecture and have other cache keys: every answer built again by its judge.
+        build_env = self._ray.get(judges[0].actor.build_environment.remote(backend)) if on_gpu and self.num_builders else None
+        if on_gpu and not build_env:  # a backend that builds where it runs (Triton), or no architecture to read
+            self.num_builders = 0
+        builder = body.options(num_cpus=1, num_gpus=0, resources=custom,
+                               **({"runtime_env": {"env_vars": build_env}} if build_env else {}))
+        self._make = {"build": lambda: builder.remote(*args), "judge": lambda: judge.remote(*args)}
         self._slots = {
             "build": [_Slot("build", i, self._make["build"]()) for i in range(self.num_builders)],
-            "judge": [_Slot("judge", i, self._make["judge"]()) for i in range(self.num_workers)],
+            "judge": judges,
         }
         self._state_lock = threading.Lock()  # slots, read by actors() from other threads
         # The pipeline (driver side): candidates not admitted yet, built ones waiting for a judge actor, and the

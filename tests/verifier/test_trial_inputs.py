@@ -80,6 +80,40 @@ def test_only_host_tensors_need_a_descriptor():
     assert shared.descriptor is None and shared.local == shared.remote == [3, "x"]
 
 
+def test_a_reference_state_reaches_the_candidate_through_one_memfd_with_every_dtype_and_layout():
+    """What ``Harness.shared_state`` sends and ``CandidateSide.cmd_state`` maps: every tensor on the host, whatever its device."""
+    from kernelgym.verifier.candidate_side import _mapped_state, transfer_state
+
+    state = {"weight": torch.randn(3, 4).t(), "bias": torch.randn(3).expand(2, 3), "steps": torch.tensor(7),
+             "mask": torch.tensor([True, False]), "half": torch.randn(5, dtype=torch.bfloat16), "empty": torch.zeros(0),
+             "meta_like": torch.empty(2, 2, device="meta")}
+    shared = SharedBuffers.share(list(state.values()), on_host=True)
+    assert all(isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in shared.local)
+    for mine, value in zip(shared.local, state.values(), strict=True):
+        if value.device.type != "meta":
+            mine.copy_(value)
+    sent = dict(zip(state, shared.remote, strict=True))
+    received = _mapped_state(sent, [shared.descriptor])  # closes the descriptor, as the candidate does
+    with pytest.raises(OSError):
+        os.fstat(shared.descriptor)
+    for name, value in state.items():
+        if value.device.type != "meta":
+            assert torch.equal(received[name], value) and received[name].dtype == value.dtype, name
+    received["weight"].add_(1)  # the candidate writing its copy does not reach the reference
+    assert not torch.equal(received["weight"], state["weight"])
+
+    class Renamed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(4, 3))
+            self.register_buffer("steps", torch.tensor(0))
+
+    model = Renamed()
+    unplaced, _ = transfer_state(model, {"weight": received["weight"], "steps": received["steps"]})
+    assert unplaced == [] and torch.equal(model.w, state["weight"] + 1) and int(model.steps) == 7
+    assert _mapped_state({"plain": torch.ones(2)}, None)["plain"].sum() == 2  # tensors sent by value still work
+
+
 def test_same_bytes_sees_nan_payload_and_single_bit_changes():
     a = torch.tensor([1.0, float("nan"), 3.0])
     b = a.clone()
