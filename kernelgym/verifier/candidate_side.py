@@ -123,14 +123,19 @@ def _unwrap(value: Any, memory: torch.Tensor | None) -> Any:
     return value
 
 
-def _mapped_state(state: dict[str, Any], descriptors: list[int] | None) -> dict[str, Any]:
-    """``state`` with its :class:`SharedTensor` places mapped from the memfd in ``descriptors`` (each then closed)."""
+def _memory(descriptors: list[int] | None) -> torch.Tensor | None:
+    """The memfd that arrived with a command (at most one), mapped; every descriptor closed."""
     descriptors = descriptors or []
     try:
-        memory = map_descriptor(descriptors[0]) if descriptors else None
+        return map_descriptor(descriptors[0]) if descriptors else None
     finally:
         for fd in descriptors:
             os.close(fd)
+
+
+def _mapped_state(state: dict[str, Any], descriptors: list[int] | None) -> dict[str, Any]:
+    """``state`` with its :class:`SharedTensor` places mapped from the memfd in ``descriptors`` (each then closed)."""
+    memory = _memory(descriptors)
     return {name: _unwrap(value, memory) for name, value in state.items()}
 
 
@@ -375,12 +380,7 @@ class CandidateSide:
         ``descriptors`` (at most one: the memfd of the host buffers) arrived with the command;
         each is mapped, then closed.
         """
-        descriptors = descriptors or []
-        try:
-            memory = map_descriptor(descriptors[0]) if descriptors else None
-        finally:
-            for fd in descriptors:
-                os.close(fd)
+        memory = _memory(descriptors)
         self.inputs = [_unwrap(v, memory) for v in inputs]
         self.outputs = [_unwrap(v, memory) for v in outputs]
         self.kept = []
