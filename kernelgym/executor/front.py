@@ -126,7 +126,7 @@ class Verifier:
         return self._fallback_pool().submit(lambda: self.executor.run_many([prepared])[0])
 
     def _fallback_pool(self) -> ThreadPoolExecutor:
-        # Executors without futures of their own (the Ray pool) are driven from a few local threads.
+        # Executors without futures of their own (an added executor with only run_many) are driven from a few local threads.
         if self._threads is None:
             self._threads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kernelgym-submit")
         return self._threads
