@@ -242,16 +242,15 @@ def _compare_tensor(ref: torch.Tensor, new: torch.Tensor, label: str, tol_abs: f
     differs_any = torch.zeros((), dtype=torch.bool, device=device)
     scale_max = torch.zeros((), dtype=torch.float64, device=device)
     for _, r, n in _chunks(ref, new):
-        ref_finite = torch.isfinite(r)
-        bad_finite_any |= (ref_finite != torch.isfinite(n)).any()
-        differs_any |= ((~ref_finite) & ~((r == n) | (torch.isnan(r) & torch.isnan(n)))).any()
+        bad_finite_any |= _finiteness_differs(r, n).any()
+        differs_any |= _other_non_finite(r, n).any()
         if r.numel():
-            scale_max = torch.maximum(scale_max, torch.where(ref_finite, r.abs(), torch.zeros_like(r)).max())
+            scale_max = torch.maximum(scale_max, torch.where(torch.isfinite(r), r.abs(), torch.zeros_like(r)).max())
     if bool(bad_finite_any):
-        first = _first(ref, new, lambda r, n: torch.isfinite(r) != torch.isfinite(n))
+        first = _unravel(_first_flat(ref, new, _finiteness_differs), ref.shape)
         return Mismatch("wrong-output", f"{label} has NaN/inf where the reference has finite values (first at index {first})"), inf, inf
     if bool(differs_any):
-        first = _first(ref, new, lambda r, n: (~torch.isfinite(r)) & ~((r == n) | (torch.isnan(r) & torch.isnan(n))))
+        first = _unravel(_first_flat(ref, new, _other_non_finite), ref.shape)
         return Mismatch("wrong-output", f"{label} has the wrong NaN/inf at index {first}"), inf, inf
     scale = float(scale_max)
     if scale > 0.0:
@@ -259,22 +258,22 @@ def _compare_tensor(ref: torch.Tensor, new: torch.Tensor, label: str, tol_abs: f
     abs_max = torch.zeros((), dtype=torch.float64, device=device)
     rel_max = torch.zeros((), dtype=torch.float64, device=device)
     bad_total = torch.zeros((), dtype=torch.int64, device=device)
+
+    def beyond(diff: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return diff > tol_abs + tol_rel * r.abs()
+
     for _, r, n in _chunks(ref, new):
         if not r.numel():
             continue
-        diff = torch.where(torch.isfinite(r), (n - r).abs(), torch.zeros_like(r))
+        diff = _finite_error(r, n)
         rel = diff / (r.abs() + tol_abs)
         abs_max = torch.maximum(abs_max, diff.max())
         rel_max = torch.maximum(rel_max, torch.where(diff > 0, rel, torch.zeros_like(rel)).max())
-        bad_total += (diff > tol_abs + tol_rel * r.abs()).sum()
+        bad_total += beyond(diff, r).sum()
     max_abs, max_rel, count = float(abs_max), float(rel_max), int(bad_total)
     if not count:
         return None, max_abs, max_rel
-
-    def bad(r: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
-        return torch.where(torch.isfinite(r), (n - r).abs(), torch.zeros_like(r)) > tol_abs + tol_rel * r.abs()
-
-    flat = _first_flat(ref, new, bad)
+    flat = _first_flat(ref, new, lambda r, n: beyond(_finite_error(r, n), r))
     got, want = float(new.detach().reshape(-1)[flat]), float(ref.detach().reshape(-1)[flat])
     return (
         Mismatch(
@@ -288,6 +287,21 @@ def _compare_tensor(ref: torch.Tensor, new: torch.Tensor, label: str, tol_abs: f
     )
 
 
+def _finiteness_differs(r: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """Where one side is finite and the other is not."""
+    return torch.isfinite(r) != torch.isfinite(n)
+
+
+def _other_non_finite(r: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """Where the reference is NaN/inf and the candidate holds another non-finite value (NaN matches NaN)."""
+    return (~torch.isfinite(r)) & ~((r == n) | (torch.isnan(r) & torch.isnan(n)))
+
+
+def _finite_error(r: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """|n - r| where the reference is finite, 0 elsewhere."""
+    return torch.where(torch.isfinite(r), (n - r).abs(), torch.zeros_like(r))
+
+
 def _first_flat(ref: torch.Tensor, new: torch.Tensor, where: Any) -> int:
     """The first flat index where ``where(ref_chunk, new_chunk)`` holds (the pass found one)."""
     for start, r, n in _chunks(ref, new):
@@ -295,10 +309,6 @@ def _first_flat(ref: torch.Tensor, new: torch.Tensor, where: Any) -> int:
         if bool(hits.any()):
             return start + int(hits.nonzero()[0])
     return 0
-
-
-def _first(ref: torch.Tensor, new: torch.Tensor, where: Any) -> tuple[int, ...]:
-    return _unravel(_first_flat(ref, new, where), ref.shape)
 
 
 def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:

@@ -311,14 +311,7 @@ class Harness:
         channel instead, a GEMM task's 8192 x 8192 weights cost about half a second per transfer.
         """
         state = {name: value.detach() for name, value in reference.state_dict().items()}
-        shared = SharedBuffers.share(list(state.values()), on_host=True)
-        for mine, value in zip(shared.local, state.values(), strict=True):
-            mine.copy_(value)
-        if shared.descriptor is not None:
-            try:
-                self.candidate.send_descriptors([shared.descriptor])
-            finally:
-                os.close(shared.descriptor)
+        shared = _send_shared(self.candidate, list(state.values()), on_host=True, fill=True)
         return dict(zip(state, shared.remote, strict=True))
 
     def initial_reference(self, seed: int | None = None) -> torch.nn.Module:
@@ -582,6 +575,21 @@ def _triton_module(name: str) -> bool:
     return any(name == module + suffix for module in _TRITON_MODULES for suffix in importlib.machinery.EXTENSION_SUFFIXES)
 
 
+def _send_shared(channel: CandidateChannel, values: list[Any], on_host: bool = False, fill: bool = False) -> SharedBuffers:
+    """:meth:`SharedBuffers.share` of ``values``, filled with them if ``fill``; the memfd is sent to ``channel``'s process
+    now (it arrives with the next command) and only the judge's mapping is kept."""
+    shared = SharedBuffers.share(values, on_host=on_host)
+    if fill:
+        for mine, value in zip(shared.local, values, strict=True):
+            mine.copy_(value)
+    if shared.descriptor is not None:
+        try:
+            channel.send_descriptors([shared.descriptor])
+        finally:
+            os.close(shared.descriptor)
+    return shared
+
+
 def share_buffers(channel: CandidateChannel, inputs: list[Any], outputs: list[Any]) -> tuple[list[Any], list[Any], tuple[list[Any], list[Any]]]:
     """Buffers shaped like ``inputs`` and ``outputs``, shared with ``channel``'s process for its next ``bind``.
 
@@ -590,12 +598,7 @@ def share_buffers(channel: CandidateChannel, inputs: list[Any], outputs: list[An
     command carries (the buffers as the other process maps them: inputs, outputs).
     """
     leaves = [leaf if isinstance(leaf, torch.Tensor) else None for leaf in outputs]
-    shared = SharedBuffers.share([*inputs, *leaves])
-    if shared.descriptor is not None:
-        try:
-            channel.send_descriptors([shared.descriptor])
-        finally:
-            os.close(shared.descriptor)
+    shared = _send_shared(channel, [*inputs, *leaves])
     count = len(inputs)
     return shared.local[:count], shared.local[count:], (shared.remote[:count], shared.remote[count:])
 
