@@ -239,23 +239,29 @@ def test_a_candidate_whose_actor_dies_twice_is_a_runtime_error_with_the_reason(
 
 
 @pytest.mark.extended
-def test_answers_submitted_one_by_one_share_the_pipeline(ray_cluster: None, cache_dir: Path, endless_job: JudgeJob,
-                                                          cpu_suite: TaskSuite) -> None:
+def test_answers_submitted_one_by_one_share_the_pipeline(ray_cluster: None, cache_dir: Path, cpu_suite: TaskSuite) -> None:
     """A ``submit`` per answer (as ``Verifier.submit`` makes): the build actor builds the next one while the judge judges."""
-    relu = cpu_suite["level1/2_Sigmoid"]
-    job = Verifier(backend="cpp", config=VerifierConfig(runs=3, warmup=1)).prepare(relu, relu.solution("cpp"))
-    assert isinstance(job, JudgeJob)
+    sigmoid = cpu_suite["level1/2_Sigmoid"]
+    job = Verifier(backend="cpp", config=VerifierConfig(runs=3, warmup=1)).prepare(sigmoid, sigmoid.solution("cpp"))
+    # Endless for 30 s: long enough on a loaded machine for the second answer's (cached) build to finish meanwhile.
+    config = VerifierConfig(runs=3, warmup=1, timeouts=StageTimeouts(check=30.0))
+    endless_job = Verifier(backend="cpp", config=config).prepare(cpu_suite["level1/1_ReLU"], _relu_module_prefix(cpu_suite) + LOOPS_FOREVER)
+    assert isinstance(job, JudgeJob) and isinstance(endless_job, JudgeJob)
     executor = RayExecutor(PoolSettings(backend="cpp", num_workers=1, cache_dir=cache_dir), num_builders=1, judges_build_when_idle=False)
     try:
+        # Once through, so that the second answer's build below is a cache hit whatever ran before.
+        assert executor.run_many([job])[0].status is Status.OK
         endless = executor.submit(endless_job)
         _wait_for(lambda: any(a.role == "judge" and a.task_id == endless_job.task.id for a in executor.actors()), "the endless job's judging")
         second = executor.submit(job)
-        # Submitted while the judge is busy, the second answer is built meanwhile (before, each submit waited for the last).
-        def both_busy() -> bool:
-            doing = {a.role: a.task_id for a in executor.actors()}
-            return doing == {"judge": endless_job.task.id, "build": job.task.id}
 
-        _wait_for(both_busy, "the second answer's build beside the first one's judging", 60)
+        # Submitted while the judge is busy, the second answer is built meanwhile and waits for the judge (before, each
+        # submit waited for the last). Both facts last until the endless job ends, so a slow poll cannot miss them.
+        def built_beside_the_judging() -> bool:
+            judging = [a.task_id for a in executor.actors() if a.role == "judge"]
+            return executor.queued()["built"] == 1 and judging == [endless_job.task.id]
+
+        _wait_for(built_beside_the_judging, "the second answer's build beside the first one's judging", 25)
         assert endless.result(timeout=600).status is Status.TIMEOUT
         result = second.result(timeout=600)
     finally:
