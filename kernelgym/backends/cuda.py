@@ -457,8 +457,9 @@ class CudaBackend(GpuBackend):
         return {self.visible_devices_env: "", self.arch_list_env: arch}
 
     def native_toolchain(self) -> NativeToolchain:
-        """g++ and nvcc for this GPU's architecture, with the binding unit's precompiled header."""
-        return NativeToolchain(compilers=("c++", "nvcc"), cuda=True, pch_dir=self._pch, key_extra=self._arch)
+        """g++ and nvcc for this GPU's architecture, with the binding unit's precompiled header and the device unit
+        slimmed where it compiles so (:func:`~kernelgym.backends.trusted_build.slim_device_sources`)."""
+        return NativeToolchain(compilers=("c++", "nvcc"), cuda=True, pch_dir=self._pch, key_extra=self._arch, slim_device_unit=True)
 
     @contextlib.contextmanager
     def build_hooks(self, build_root: Path, tracker: KernelTracker, log: list[BuildRecord],

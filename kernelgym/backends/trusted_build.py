@@ -20,6 +20,8 @@ import hashlib
 import importlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -46,7 +48,17 @@ from kernelgym.backends.store import ExtensionStore, StoreRecord, judge_dir
 from kernelgym.backends.symbols import ForbiddenSymbol, exported_symbols, forbidden_symbols, imported_symbols
 
 __all__ = ["BuildPlan", "BuiltExtension", "Compile", "NativeToolchain", "StoreBuilder", "built_extension", "compile_in_process",
-           "plan_build"]
+           "plan_build", "slim_device_sources"]
+
+# torch/extension.h in a CUDA unit puts pybind11, Python.h and torch's C++ front end through both of nvcc's front ends;
+# kernels and their launchers need what torch/types.h declares (tensors, ATen, factories, dispatch macros), which
+# load_inline puts at the top of that unit anyway (cuda.o: 139 -> 52 CPU s, benchmarks/results/cuda-build-levers.md).
+_EXTENSION_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[>"]', re.MULTILINE)
+# Names only the full header declares: a source that uses them is compiled as written at once.
+_FULL_HEADER_NAMES = re.compile(
+    r"\bpy::|pybind11|PYBIND11_|\bPy(?!Torch)[A-Z_][A-Za-z_]|"
+    r"\btorch::(nn|jit|optim|data|serialize|python|autograd|cuda|fft|special|nested|sparse|linalg|xpu|mps|enumtype)\b"
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,8 @@ class NativeToolchain:
         symbol_backend: whose allow-list of linked symbols applies (default: ``cpp`` without
             device sources, else the device-sources keyword's prefix, ``cuda`` or ``musa``).
         loader: the module whose ``load_inline`` builds (torch's, or torch_musa's).
+        slim_device_unit: compile device sources with ``torch/types.h`` in place of ``torch/extension.h``
+            first (:func:`slim_device_sources`), as written if that fails (torch's CUDA headers).
     """
 
     compilers: tuple[str, ...]
@@ -73,6 +87,7 @@ class NativeToolchain:
     key_extra: str = ""
     symbol_backend: str | None = None
     loader: str = "torch.utils.cpp_extension"
+    slim_device_unit: bool = False
 
     @property
     def allow_list(self) -> str:
@@ -85,14 +100,17 @@ class BuildPlan:
     """One checked build request: its content address and the arguments the loader is called with.
 
     Attributes:
-        key: sha256 of the sources, entry points, flags and toolchain.
+        key: sha256 of the sources, entry points, flags and toolchain (the request as written).
         module: the extension's module name (from the key, never the candidate's).
         arguments: the loader's keyword arguments but ``name`` and ``build_directory`` (JSON values).
+        fallback: the arguments of the request as written, compiled when ``arguments`` (its device
+            sources slimmed) do not compile; ``None``: ``arguments`` are the request as written.
     """
 
     key: str
     module: str
     arguments: dict[str, Any]
+    fallback: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +140,24 @@ def _strings(value: Any, what: str) -> list[str]:
     if not isinstance(items, (list, tuple)) or not all(isinstance(item, str) for item in items):
         raise BuildError(f"load_inline's {what} must be a string or a list of strings")
     return list(items)
+
+
+def slim_device_sources(sources: list[str]) -> list[str] | None:
+    r"""Device sources with ``#include <torch/extension.h>`` read as ``#include <torch/types.h>``.
+
+    ``None`` when none includes it, or when one names what only the full header declares
+    (pybind11, Python's C API, torch's C++ front end): those are compiled as written.
+    Lines keep their numbers, so a compiler's messages point where they did.
+
+    Example:
+        >>> slim_device_sources(["#include <torch/extension.h>\n__global__ void k() {}"])
+        ['#include <torch/types.h>\n__global__ void k() {}']
+        >>> slim_device_sources(["#include <torch/extension.h>\nPYBIND11_MODULE(m, m) {}"]) is None
+        True
+    """
+    if not any(_EXTENSION_INCLUDE.search(s) for s in sources) or any(_FULL_HEADER_NAMES.search(s) for s in sources):
+        return None
+    return [_EXTENSION_INCLUDE.sub("#include <torch/types.h>", s) for s in sources]
 
 
 def plan_build(toolchain: NativeToolchain, request: dict[str, Any]) -> BuildPlan:
@@ -165,6 +201,9 @@ def plan_build(toolchain: NativeToolchain, request: dict[str, Any]) -> BuildPlan
         "extra_include_paths": [str(pch_dir)] if canonical and pch_dir else None,
         **({sources_kw: cu, flags_kw: cuda_flags} if cu else {}),
     }
+    slim = slim_device_sources(cu) if cu and toolchain.slim_device_unit else None
+    if slim is not None:
+        return BuildPlan(key, f"kg_{key[:20]}", {**arguments, sources_kw: slim}, fallback=arguments)
     return BuildPlan(key, f"kg_{key[:20]}", arguments)
 
 
@@ -246,8 +285,18 @@ class StoreBuilder:
     def _compile_and_publish(self, plan: BuildPlan, timeout: float) -> StoreRecord:
         scratch = judge_dir(self.build_root.parent) / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
+        deadline = time.perf_counter() + timeout
         with tempfile.TemporaryDirectory(prefix=f"{plan.key[:12]}-", dir=scratch) as directory:
-            self.compile(plan, Path(directory), timeout)
+            try:
+                self.compile(plan, Path(directory), timeout)
+            except BuildError:
+                if plan.fallback is None:
+                    raise
+                # Slimmed, it did not compile: the request as written, whose log is the one reported.
+                shutil.rmtree(directory)
+                os.mkdir(directory)
+                as_written = dataclasses.replace(plan, arguments=plan.fallback, fallback=None)
+                self.compile(as_written, Path(directory), max(deadline - time.perf_counter(), 1.0))
             # torch names the library `<name>_v<N>.so` when this process loaded a `<name>` before: take the newest.
             built = sorted(Path(directory).glob(f"{plan.module}*.so"), key=lambda p: p.stat().st_mtime)
             if not built:

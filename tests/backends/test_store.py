@@ -14,7 +14,8 @@ import pytest
 from kernelgym.backends import native
 from kernelgym.backends.native import BuildError, file_lock
 from kernelgym.backends.store import ExtensionStore, judge_dir
-from kernelgym.backends.trusted_build import NativeToolchain, plan_build
+from kernelgym.backends import trusted_build
+from kernelgym.backends.trusted_build import BuildPlan, NativeToolchain, StoreBuilder, plan_build
 
 
 def _published(tmp_path: Path) -> tuple[ExtensionStore, Path]:
@@ -44,6 +45,96 @@ def test_build_requests_are_checked_on_the_trusted_side() -> None:
                 {"cpp_sources": ["x"], "device_sources": ["__global__ void k() {}"]}, {"cpp_sources": [1]}):
         with pytest.raises(BuildError):
             plan_build(toolchain, bad)
+
+
+KERNELBENCH_STYLE_CU = """#include <torch/extension.h>
+#include <cuda_runtime.h>
+
+__global__ void relu_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+torch::Tensor relu_cuda(torch::Tensor x) {  // what PyTorch's ReLU does, in one kernel
+    auto y = torch::empty_like(x);
+    relu_kernel<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+_CUDA = NativeToolchain(compilers=("c++", "nvcc"), cuda=True, key_extra="9.0")
+_CUDA_SLIM = NativeToolchain(compilers=("c++", "nvcc"), cuda=True, key_extra="9.0", slim_device_unit=True)
+
+
+def _cuda_request(cu: str) -> dict:
+    return {"cpp_sources": ["torch::Tensor relu_cuda(torch::Tensor x);"], "device_sources": [cu], "functions": ["relu_cuda"]}
+
+
+def test_a_device_unit_including_torch_extension_h_is_compiled_with_torch_types_h_first() -> None:
+    as_written = plan_build(_CUDA, _cuda_request(KERNELBENCH_STYLE_CU))
+    plan = plan_build(_CUDA_SLIM, _cuda_request(KERNELBENCH_STYLE_CU))
+    # The same request, the same content address: only how it is compiled first differs.
+    assert plan.key == as_written.key and plan.module == as_written.module
+    assert plan.fallback == as_written.arguments and as_written.fallback is None
+    (slim,) = plan.arguments["cuda_sources"]
+    assert slim == KERNELBENCH_STYLE_CU.replace("#include <torch/extension.h>", "#include <torch/types.h>")
+    assert slim.count("\n") == KERNELBENCH_STYLE_CU.count("\n")  # compiler messages keep their line numbers
+    assert {k: v for k, v in plan.arguments.items() if k != "cuda_sources"} == {
+        k: v for k, v in as_written.arguments.items() if k != "cuda_sources"}
+
+
+@pytest.mark.parametrize("cu", [
+    KERNELBENCH_STYLE_CU.replace("#include <torch/extension.h>", "#include <torch/types.h>"),  # slim already
+    KERNELBENCH_STYLE_CU + "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"relu\", &relu_cuda); }\n",
+    KERNELBENCH_STYLE_CU + "void f(py::object o) {}\n",
+    KERNELBENCH_STYLE_CU + "torch::nn::Linear layer(4, 4);\n",
+    KERNELBENCH_STYLE_CU + "static PyObject* g(PyObject* self) { return self; }\n",
+])
+def test_a_device_unit_that_needs_the_full_header_or_does_not_include_it_is_compiled_as_written(cu: str) -> None:
+    plan = plan_build(_CUDA_SLIM, _cuda_request(cu))
+    assert plan.fallback is None and plan.arguments["cuda_sources"] == [cu]
+
+
+def _recording_builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiles: dict[str, bool]) -> tuple[StoreBuilder, list]:
+    """A builder whose compiler succeeds on the sources marked ``True`` in ``compiles``; the calls it got."""
+    calls: list[tuple[str, Path, list[str]]] = []
+    monkeypatch.setattr(trusted_build, "imported_symbols", lambda _p: ["malloc"])
+    monkeypatch.setattr(trusted_build, "exported_symbols", lambda _p: ["PyInit_kg"])
+
+    def compile(plan: BuildPlan, directory: Path, timeout: float) -> None:
+        (source,) = plan.arguments["cuda_sources"]
+        calls.append(("slim" if "torch/types.h" in source else "as written", directory, sorted(p.name for p in directory.iterdir())))
+        (directory / "build.ninja").write_text("left by this attempt")
+        if not compiles[source]:
+            raise BuildError("native build failed", log=f"error in the {calls[-1][0]} unit")
+        (directory / f"{plan.module}.so").write_bytes(b"\x7fELF")
+
+    return StoreBuilder(tmp_path / "builds", _CUDA_SLIM, compile), calls
+
+
+def test_a_slim_device_unit_that_fails_is_compiled_as_written_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    slim = KERNELBENCH_STYLE_CU.replace("#include <torch/extension.h>", "#include <torch/types.h>")
+    builder, calls = _recording_builder(tmp_path, monkeypatch, {slim: False, KERNELBENCH_STYLE_CU: True})
+    built = builder.build(_cuda_request(KERNELBENCH_STYLE_CU))
+    assert [c[0] for c in calls] == ["slim", "as written"] and not built.cache_hit
+    assert calls[1][1] == calls[0][1] and calls[1][2] == []  # the same directory, emptied of the first attempt
+    assert builder.build(_cuda_request(KERNELBENCH_STYLE_CU)).cache_hit and len(calls) == 2
+
+
+def test_a_slim_device_unit_that_compiles_is_compiled_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    slim = KERNELBENCH_STYLE_CU.replace("#include <torch/extension.h>", "#include <torch/types.h>")
+    builder, calls = _recording_builder(tmp_path, monkeypatch, {slim: True, KERNELBENCH_STYLE_CU: True})
+    builder.build(_cuda_request(KERNELBENCH_STYLE_CU))
+    assert [c[0] for c in calls] == ["slim"]
+
+
+def test_an_answer_that_compiles_in_neither_way_gets_the_log_of_its_source_as_written(tmp_path: Path,
+                                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = KERNELBENCH_STYLE_CU.replace("return y;", "return undefined_name;")
+    builder, calls = _recording_builder(tmp_path, monkeypatch, {
+        broken.replace("#include <torch/extension.h>", "#include <torch/types.h>"): False, broken: False})
+    reply = builder.serve(_cuda_request(broken))
+    assert reply == {"ok": False, "error": "build", "message": "native build failed", "log": "error in the as written unit"}
+    assert [c[0] for c in calls] == ["slim", "as written"]
 
 
 _HOLD = "import fcntl, sys, time\nh = open(sys.argv[1], 'a')\nfcntl.flock(h, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(600)\n"
