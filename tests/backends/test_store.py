@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelgym.backends import native
+from kernelgym.backends import native, trusted_build
 from kernelgym.backends.native import BuildError, file_lock
 from kernelgym.backends.store import ExtensionStore, judge_dir
-from kernelgym.backends import trusted_build
 from kernelgym.backends.trusted_build import BuildPlan, NativeToolchain, StoreBuilder, plan_build
 
 
