@@ -290,13 +290,13 @@ class StoreBuilder:
             try:
                 self.compile(plan, Path(directory), timeout)
             except BuildError:
-                if plan.fallback is None:
+                left = deadline - time.perf_counter()
+                if plan.fallback is None or left < 1.0:  # a slimmed build that ran out of time says so
                     raise
                 # Slimmed, it did not compile: the request as written, whose log is the one reported.
                 shutil.rmtree(directory)
                 os.mkdir(directory)
-                as_written = dataclasses.replace(plan, arguments=plan.fallback, fallback=None)
-                self.compile(as_written, Path(directory), max(deadline - time.perf_counter(), 1.0))
+                self.compile(dataclasses.replace(plan, arguments=plan.fallback, fallback=None), Path(directory), left)
             # torch names the library `<name>_v<N>.so` when this process loaded a `<name>` before: take the newest.
             built = sorted(Path(directory).glob(f"{plan.module}*.so"), key=lambda p: p.stat().st_mtime)
             if not built:

@@ -93,8 +93,9 @@ def test_a_device_unit_that_needs_the_full_header_or_does_not_include_it_is_comp
     assert plan.fallback is None and plan.arguments["cuda_sources"] == [cu]
 
 
-def _recording_builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiles: dict[str, bool]) -> tuple[StoreBuilder, list]:
-    """A builder whose compiler succeeds on the sources marked ``True`` in ``compiles``; the calls it got."""
+def _recording_builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiles: dict[str, bool | str]) -> tuple[StoreBuilder, list]:
+    """A builder whose compiler succeeds on the sources marked ``True`` in ``compiles`` (``"timeout"``: uses up its
+    budget and fails); the calls it got."""
     calls: list[tuple[str, Path, list[str]]] = []
     monkeypatch.setattr(trusted_build, "imported_symbols", lambda _p: ["malloc"])
     monkeypatch.setattr(trusted_build, "exported_symbols", lambda _p: ["PyInit_kg"])
@@ -103,6 +104,9 @@ def _recording_builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiles
         (source,) = plan.arguments["cuda_sources"]
         calls.append(("slim" if "torch/types.h" in source else "as written", directory, sorted(p.name for p in directory.iterdir())))
         (directory / "build.ninja").write_text("left by this attempt")
+        if compiles[source] == "timeout":
+            time.sleep(timeout)
+            raise BuildError(f"the build took longer than its {timeout:.0f} s budget and was stopped")
         if not compiles[source]:
             raise BuildError("native build failed", log=f"error in the {calls[-1][0]} unit")
         (directory / f"{plan.module}.so").write_bytes(b"\x7fELF")
@@ -134,6 +138,14 @@ def test_an_answer_that_compiles_in_neither_way_gets_the_log_of_its_source_as_wr
     reply = builder.serve(_cuda_request(broken))
     assert reply == {"ok": False, "error": "build", "message": "native build failed", "log": "error in the as written unit"}
     assert [c[0] for c in calls] == ["slim", "as written"]
+
+
+def test_a_slim_device_unit_that_runs_out_of_time_is_not_compiled_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    slim = KERNELBENCH_STYLE_CU.replace("#include <torch/extension.h>", "#include <torch/types.h>")
+    builder, calls = _recording_builder(tmp_path, monkeypatch, {slim: "timeout", KERNELBENCH_STYLE_CU: True})
+    with pytest.raises(BuildError, match="longer than its 2 s budget"):
+        builder.build(_cuda_request(KERNELBENCH_STYLE_CU), timeout=2.0)
+    assert [c[0] for c in calls] == ["slim"]
 
 
 _HOLD = "import fcntl, sys, time\nh = open(sys.argv[1], 'a')\nfcntl.flock(h, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(600)\n"
