@@ -242,10 +242,11 @@ def _compare_tensor(ref: torch.Tensor, new: torch.Tensor, label: str, tol_abs: f
     differs_any = torch.zeros((), dtype=torch.bool, device=device)
     scale_max = torch.zeros((), dtype=torch.float64, device=device)
     for _, r, n in _chunks(ref, new):
-        bad_finite_any |= _finiteness_differs(r, n).any()
-        differs_any |= _other_non_finite(r, n).any()
+        ref_finite = torch.isfinite(r)  # once per chunk, for all three
+        bad_finite_any |= _finiteness_differs(r, n, ref_finite).any()
+        differs_any |= _other_non_finite(r, n, ref_finite).any()
         if r.numel():
-            scale_max = torch.maximum(scale_max, torch.where(torch.isfinite(r), r.abs(), torch.zeros_like(r)).max())
+            scale_max = torch.maximum(scale_max, torch.where(ref_finite, r.abs(), torch.zeros_like(r)).max())
     if bool(bad_finite_any):
         first = _unravel(_first_flat(ref, new, _finiteness_differs), ref.shape)
         return Mismatch("wrong-output", f"{label} has NaN/inf where the reference has finite values (first at index {first})"), inf, inf
@@ -287,14 +288,14 @@ def _compare_tensor(ref: torch.Tensor, new: torch.Tensor, label: str, tol_abs: f
     )
 
 
-def _finiteness_differs(r: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
-    """Where one side is finite and the other is not."""
-    return torch.isfinite(r) != torch.isfinite(n)
+def _finiteness_differs(r: torch.Tensor, n: torch.Tensor, ref_finite: torch.Tensor | None = None) -> torch.Tensor:
+    """Where one side is finite and the other is not (``ref_finite``: ``isfinite(r)``, if already computed)."""
+    return (torch.isfinite(r) if ref_finite is None else ref_finite) != torch.isfinite(n)
 
 
-def _other_non_finite(r: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+def _other_non_finite(r: torch.Tensor, n: torch.Tensor, ref_finite: torch.Tensor | None = None) -> torch.Tensor:
     """Where the reference is NaN/inf and the candidate holds another non-finite value (NaN matches NaN)."""
-    return (~torch.isfinite(r)) & ~((r == n) | (torch.isnan(r) & torch.isnan(n)))
+    return ~(torch.isfinite(r) if ref_finite is None else ref_finite) & ~((r == n) | (torch.isnan(r) & torch.isnan(n)))
 
 
 def _finite_error(r: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
