@@ -60,6 +60,7 @@ torch::Tensor relu_cuda(torch::Tensor x) {  // what PyTorch's ReLU does, in one 
     return y;
 }
 """
+SLIMMED_CU = KERNELBENCH_STYLE_CU.replace("#include <torch/extension.h>", "#include <torch/types.h>")
 _CUDA = NativeToolchain(compilers=("c++", "nvcc"), cuda=True, key_extra="9.0")
 _CUDA_SLIM = NativeToolchain(compilers=("c++", "nvcc"), cuda=True, key_extra="9.0", slim_device_unit=True)
 
@@ -75,14 +76,14 @@ def test_a_device_unit_including_torch_extension_h_is_compiled_with_torch_types_
     assert plan.key == as_written.key and plan.module == as_written.module
     assert plan.fallback == as_written.arguments and as_written.fallback is None
     (slim,) = plan.arguments["cuda_sources"]
-    assert slim == KERNELBENCH_STYLE_CU.replace("#include <torch/extension.h>", "#include <torch/types.h>")
+    assert slim == SLIMMED_CU
     assert slim.count("\n") == KERNELBENCH_STYLE_CU.count("\n")  # compiler messages keep their line numbers
     assert {k: v for k, v in plan.arguments.items() if k != "cuda_sources"} == {
         k: v for k, v in as_written.arguments.items() if k != "cuda_sources"}
 
 
 @pytest.mark.parametrize("cu", [
-    KERNELBENCH_STYLE_CU.replace("#include <torch/extension.h>", "#include <torch/types.h>"),  # slim already
+    SLIMMED_CU,  # slim already
     KERNELBENCH_STYLE_CU + "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"relu\", &relu_cuda); }\n",
     KERNELBENCH_STYLE_CU + "void f(py::object o) {}\n",
     KERNELBENCH_STYLE_CU + "torch::nn::Linear layer(4, 4);\n",
@@ -115,8 +116,7 @@ def _recording_builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiles
 
 
 def test_a_slim_device_unit_that_fails_is_compiled_as_written_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    slim = KERNELBENCH_STYLE_CU.replace("#include <torch/extension.h>", "#include <torch/types.h>")
-    builder, calls = _recording_builder(tmp_path, monkeypatch, {slim: False, KERNELBENCH_STYLE_CU: True})
+    builder, calls = _recording_builder(tmp_path, monkeypatch, {SLIMMED_CU: False, KERNELBENCH_STYLE_CU: True})
     built = builder.build(_cuda_request(KERNELBENCH_STYLE_CU))
     assert [c[0] for c in calls] == ["slim", "as written"] and not built.cache_hit
     assert calls[1][1] == calls[0][1] and calls[1][2] == []  # the same directory, emptied of the first attempt
@@ -124,8 +124,7 @@ def test_a_slim_device_unit_that_fails_is_compiled_as_written_afresh(tmp_path: P
 
 
 def test_a_slim_device_unit_that_compiles_is_compiled_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    slim = KERNELBENCH_STYLE_CU.replace("#include <torch/extension.h>", "#include <torch/types.h>")
-    builder, calls = _recording_builder(tmp_path, monkeypatch, {slim: True, KERNELBENCH_STYLE_CU: True})
+    builder, calls = _recording_builder(tmp_path, monkeypatch, {SLIMMED_CU: True, KERNELBENCH_STYLE_CU: True})
     builder.build(_cuda_request(KERNELBENCH_STYLE_CU))
     assert [c[0] for c in calls] == ["slim"]
 
@@ -141,8 +140,7 @@ def test_an_answer_that_compiles_in_neither_way_gets_the_log_of_its_source_as_wr
 
 
 def test_a_slim_device_unit_that_runs_out_of_time_is_not_compiled_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    slim = KERNELBENCH_STYLE_CU.replace("#include <torch/extension.h>", "#include <torch/types.h>")
-    builder, calls = _recording_builder(tmp_path, monkeypatch, {slim: "timeout", KERNELBENCH_STYLE_CU: True})
+    builder, calls = _recording_builder(tmp_path, monkeypatch, {SLIMMED_CU: "timeout", KERNELBENCH_STYLE_CU: True})
     with pytest.raises(BuildError, match="longer than its 2 s budget"):
         builder.build(_cuda_request(KERNELBENCH_STYLE_CU), timeout=2.0)
     assert [c[0] for c in calls] == ["slim"]

@@ -184,13 +184,17 @@ def test_without_build_ahead_and_one_candidate_in_flight_results_keep_their_orde
     ]
 
 
-@pytest.fixture
-def endless_job(cpu_suite: TaskSuite) -> JudgeJob:
-    """A job whose forward never returns; its check stage gives up after 5 s."""
-    config = VerifierConfig(runs=3, warmup=1, timeouts=StageTimeouts(check=5.0))
+def _endless(cpu_suite: TaskSuite, check_seconds: float) -> JudgeJob:
+    """A job whose forward never returns; its check stage gives up after ``check_seconds``."""
+    config = VerifierConfig(runs=3, warmup=1, timeouts=StageTimeouts(check=check_seconds))
     job = Verifier(backend="cpp", config=config).prepare(cpu_suite["level1/1_ReLU"], _relu_module_prefix(cpu_suite) + LOOPS_FOREVER)
     assert isinstance(job, JudgeJob)
     return job
+
+
+@pytest.fixture
+def endless_job(cpu_suite: TaskSuite) -> JudgeJob:
+    return _endless(cpu_suite, 5.0)
 
 
 @pytest.mark.extended
@@ -244,9 +248,8 @@ def test_answers_submitted_one_by_one_share_the_pipeline(ray_cluster: None, cach
     sigmoid = cpu_suite["level1/2_Sigmoid"]
     job = Verifier(backend="cpp", config=VerifierConfig(runs=3, warmup=1)).prepare(sigmoid, sigmoid.solution("cpp"))
     # Endless for 30 s: long enough on a loaded machine for the second answer's (cached) build to finish meanwhile.
-    config = VerifierConfig(runs=3, warmup=1, timeouts=StageTimeouts(check=30.0))
-    endless_job = Verifier(backend="cpp", config=config).prepare(cpu_suite["level1/1_ReLU"], _relu_module_prefix(cpu_suite) + LOOPS_FOREVER)
-    assert isinstance(job, JudgeJob) and isinstance(endless_job, JudgeJob)
+    endless_job = _endless(cpu_suite, 30.0)
+    assert isinstance(job, JudgeJob)
     executor = RayExecutor(PoolSettings(backend="cpp", num_workers=1, cache_dir=cache_dir), num_builders=1, judges_build_when_idle=False)
     try:
         # Once through, so that the second answer's build below is a cache hit whatever ran before.
