@@ -93,16 +93,18 @@ class MusaBackend(GpuBackend):
             return "'ninja' was not found on PATH (`pip install ninja`)"
         return None
 
-    def poison_memory(self, signature: Hashable = None) -> None:
+    def poison_memory(self, signature: Hashable = None, fill: bool = True) -> None:
         """Return the free blocks to the driver, then poison one block as large as the memory in use.
 
         torch_musa offers no way to wrap a raw device address (``__cuda_array_interface__``),
         so the ``cuda`` backend's in-place poisoning is not available: the block
         (:func:`~kernelgym.backends.cuda.poison_block_bytes`) is allocated, every byte set
-        to 0xFF, and freed, before every call.
+        to 0xFF, and freed, before every call (``fill=False``: only when ``signature`` changes).
         """
         import torch
 
+        if not fill and signature == self.poisoned_for:
+            return
         api = self.api()
         api.empty_cache()
         size = poison_block_bytes(int(api.memory_allocated()), int(api.mem_get_info()[0]))

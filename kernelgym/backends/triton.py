@@ -194,10 +194,10 @@ class TritonBackend(GpuBackend):
         if self.device_available():
             super().synchronize()
 
-    def poison_memory(self, signature: Hashable = None) -> None:
+    def poison_memory(self, signature: Hashable = None, fill: bool = True) -> None:
         """Poison the GPU allocator's free blocks (the CPU allocator returns fresh pages)."""
         if self.device_available():
-            super().poison_memory(signature)
+            super().poison_memory(signature, fill)
 
     def call_timer(self) -> Any:
         """Device events on the GPU; the host clock (not meaningful) under the interpreter."""

@@ -74,6 +74,7 @@ def main(argv: list[str]) -> int:
     from kernelgym.backends.native import prepare_floor
     from kernelgym.backends.trusted_build import StoreBuilder
     from kernelgym.executor.builder import sandboxed_compile
+    from kernelgym.verifier.harness import runtime_roots
     from kernelgym.verifier.judge import judge
     from kernelgym.verifier.presets import get_preset
     from kernelgym.verifier.result import Status
@@ -95,6 +96,7 @@ def main(argv: list[str]) -> int:
     with ThreadPoolExecutor(1) as pool:
         floor = pool.submit(prepare_floor, backend_name, cache_dir)
         backend.prepare_worker(build_root)
+        runtime_roots()  # what the library checks compare against, read before the first job
         floor.result()
     toolchain = backend.native_toolchain()
     # The trusted build step: candidates ask, this worker checks, compiles apart and publishes into the store.

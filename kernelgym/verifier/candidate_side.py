@@ -155,13 +155,16 @@ def call_signature(values: list[Any]) -> tuple:
 
 
 def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracker: KernelTracker, training: bool, grad: bool,
-             observer: Any = None, python_guard: bool = True, take: list[Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
+             observer: Any = None, python_guard: bool = True, take: list[Any] | None = None,
+             poison: bool = True) -> tuple[list[Any], dict[str, Any]]:
     """One forward as every call is made: poison memory, flush caches, guard, time, settle, take the outputs.
 
     Memory is poisoned in place, keyed by the call's signature (input shapes and dtypes,
     training, grad): from the second call of a signature on, the output's allocation is
     a cache hit and no driver allocation lands in the timed region or around it (on an
-    H100 a 6.4 GB one cost from 1 to 20 ms, varying from call to call).
+    H100 a 6.4 GB one cost from 1 to 20 ms, varying from call to call). ``poison=False``
+    (the judge's own reference calls, whose outputs are trusted) keeps that allocator
+    preparation and skips the filling.
 
     What is timed is the forward alone, as KernelBench times it (device events around
     the call, or the host clock). Two guards can watch it: ``observer``, the native ATen
@@ -178,7 +181,7 @@ def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracke
     do afterwards.
     """
     model.train(training)
-    backend.poison_memory((call_signature(inputs), training, grad))
+    backend.poison_memory((call_signature(inputs), training, grad), fill=poison)
     guard = AtenGuard() if python_guard else None
     timer = backend.call_timer()
     timer.flush()

@@ -48,11 +48,12 @@ from kernelgym.verifier.compare import (
 from kernelgym.verifier.guard import compute_ops
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.presets import get_preset
+from kernelgym.verifier.reference_builds import ReferenceBuilds
 from kernelgym.verifier.result import Status, Violation
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.trial_inputs import SharedBuffers
 
-__all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "share_buffers", "mismatch_verdict", "redrawable_state", "tolerances",
+__all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "share_buffers", "mismatch_verdict", "redrawable_state", "runtime_roots", "tolerances",
            "perf_counter"]
 
 IDLE_WAIT_SECONDS = 0.05
@@ -156,6 +157,7 @@ class Harness:
         self.unplaced_weights: list[str] = []
         self.unfilled_tensors: list[str] = []
         self.constant_names: set[str] = set()  # module constants a shape has set in the answer's program (see models)
+        self.reference_builds = ReferenceBuilds()
         self.cpus = 1
         self.last_reading: dict[int, float] | None = None
         self.idle_cpu_ms: list[float] = []
@@ -315,10 +317,11 @@ class Harness:
         return dict(zip(state, shared.remote, strict=True))
 
     def initial_reference(self, seed: int | None = None) -> torch.nn.Module:
-        """The reference as :meth:`models` last built it, at its initial weights (drawn from ``seed`` if given)."""
-        assert self.reference is not None
-        torch.manual_seed(self.job.seeds[0] if seed is None else seed)
-        return self.reference.Model(*self.init_inputs).to(self.device)
+        """The reference as :meth:`models` last built it, at its initial weights (from ``seed`` if given; :class:`ReferenceBuilds`)."""
+        program, init_inputs = self.reference, self.init_inputs
+        assert program is not None
+        return self.reference_builds.get(self.job.seeds[0] if seed is None else seed, init_inputs, program,
+                                         lambda: program.Model(*init_inputs).to(self.device))
 
     def redraw_weights(self, reference: torch.nn.Module) -> bool:
         """Move every floating parameter and buffer away from its initial value, here and there.
@@ -481,8 +484,11 @@ def _cpu_delta(before: dict[int, float], after: dict[int, float]) -> tuple[float
 
 
 @functools.lru_cache(maxsize=1)
-def _runtime_roots() -> tuple[str, ...]:
-    """Where the installed runtime lives: Python and its packages (torch among them), system libraries, CUDA."""
+def runtime_roots() -> tuple[str, ...]:
+    """Where the installed runtime lives: Python and its packages (torch among them), system libraries, CUDA.
+
+    Read once per worker, at its start (``torch.utils.cpp_extension``'s import: about 0.5 s).
+    """
     from torch.utils import cpp_extension
 
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(), "/usr", "/lib", "/lib32", "/lib64", "/opt"}
@@ -546,7 +552,7 @@ def _installed(mapped: str, places: _Places, backend: str) -> bool:
     if any(_within(path, place) for place in places.denied):
         return False
     judges_own = any(_within(path, root) for root in _import_roots())
-    in_runtime = not any(_within(path, place) for place in _temp_roots()) and any(_within(path, root) for root in _runtime_roots())
+    in_runtime = not any(_within(path, place) for place in _temp_roots()) and any(_within(path, root) for root in runtime_roots())
     if not (judges_own or in_runtime):
         return False
     _RUNTIME_FILES.add(mapped)

@@ -44,14 +44,14 @@ IDLE_SPIN_MS = 2.0
 """CPU an idle thread pool may spin per CPU between two calls before it sleeps (libgomp spins up to ~0.3 ms)."""
 
 def _time_reference(h: Harness, reference: torch.nn.Module, inputs: list[Any], refresher: Refresher, calls: int, warmup: int) -> list[float]:
-    """A reference (``torch.compile`` of it, for the baseline) timed here through :func:`run_call`, unwatched; ms per call."""
+    """A reference (``torch.compile`` of it, for the baseline) timed here through :func:`run_call`, unwatched and unpoisoned; ms per call."""
     tracker = KernelTracker()
     times = []
     with torch.no_grad():
         for i in range(warmup + calls):
             refresher.refresh(inputs)
             h.backend.synchronize()
-            _, reply = run_call(reference, inputs, h.backend, tracker, False, False, python_guard=False)
+            _, reply = run_call(reference, inputs, h.backend, tracker, False, False, python_guard=False, poison=False)
             if i >= warmup:
                 times.append(float(reply["ms"]))
     return times
@@ -113,12 +113,12 @@ def time_stage(h: Harness) -> None:
                     twin_ms = twin.call(inputs, i in watched, i in reread)
                 # The reference, right beside the candidate on the same inputs: on a host, its time is the twin's
                 # (the same kind of process, the same request, the same guards: credited only where the
-                # candidate's is); on a device, timed here the same way (unwatched: it is trusted). Its output
+                # candidate's is); on a device, timed here the same way (unwatched and unpoisoned: it is trusted). Its output
                 # here is the expected one.
                 outputs: Any = None
                 if twin is None or i in checked:
                     h.backend.synchronize()
-                    outputs, ref_reply = run_call(reference, inputs, backend, tracker, False, False, python_guard=False)
+                    outputs, ref_reply = run_call(reference, inputs, backend, tracker, False, False, python_guard=False, poison=False)
                 if twin is None and i >= warmup:
                     ref_times.append(float(ref_reply["ms"]))
                 if i not in watched:

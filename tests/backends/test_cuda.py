@@ -96,8 +96,8 @@ class RecordingBackend(Backend):
         self.log: list[str] = []
         self.signatures: list[Any] = []
 
-    def poison_memory(self, signature: Any = None) -> None:
-        self.log.append("poison")
+    def poison_memory(self, signature: Any = None, fill: bool = True) -> None:
+        self.log.append("poison" if fill else "prepare")
         self.signatures.append(signature)
 
     def synchronize(self) -> None:
@@ -152,6 +152,10 @@ def test_every_call_is_made_the_same_way_with_flush_and_poison_outside_the_timed
     first, same, other_shape, training = backend.signatures
     assert first == same
     assert len({first, other_shape, training}) == 3
+    # The judge's own reference calls: the allocator prepared for the signature, nothing filled, timed the same way.
+    backend.log.clear()
+    run_call(Model(), [torch.ones(3)], backend, KernelTracker(), False, False, python_guard=False, poison=False)
+    assert backend.log == ["prepare", "flush", "start", "forward", "stop", "settle"]
 
 
 class FakeAllocatorApi:
@@ -216,6 +220,12 @@ def test_gpu_poisoning_fills_every_free_block_in_place_and_empties_the_cache_onl
     assert api.emptied == 1 and (api.memory[1024:2048] == 0xFF).all()
     backend.poison_memory(("other shapes", False, False))
     assert api.emptied == 2
+    # The judge's own reference calls: the allocator prepared for a new signature, nothing filled.
+    api.memory[1024:2048] = 7
+    backend.poison_memory(("other shapes", False, False), fill=False)
+    assert api.emptied == 2 and (api.memory[1024:2048] == 7).all()
+    backend.poison_memory(("third shapes", False, False), fill=False)
+    assert api.emptied == 3 and (api.memory[1024:2048] == 7).all()
 
 
 class TwoGpuBackend(Backend):

@@ -401,3 +401,37 @@ def test_a_weight_cached_in_init_is_named_and_passes_with_fixed_weights(cpu_veri
 def test_a_fast_math_answer_calling_glibc_vector_math_is_ok(cpu_verifier, tasks: dict[str, Task]):
     result = cpu_verifier.evaluate(tasks["sigmoid"], FAST_MATH)
     assert result.status is Status.OK, result.feedback
+
+
+def test_a_reference_build_is_kept_and_copied_for_the_same_seed_inputs_and_constants(tmp_path: Path):
+    """The judge builds the reference once per seed, init inputs and module constants; later builds are copies."""
+    import types
+
+    from kernelgym.backends import get_backend
+    from kernelgym.verifier.harness import Harness, Progress
+
+    built = []
+
+    class Model(nn.Module):
+        def __init__(self, features: int) -> None:
+            super().__init__()
+            built.append(features)
+            self.linear = nn.Linear(features, program.width)
+
+    program = types.SimpleNamespace(Model=Model, width=3)
+    job = types.SimpleNamespace(config=VerifierConfig(), seeds=[7, 8, 9])
+    h = Harness(job, get_backend("cpp"), None, tmp_path, tmp_path, lambda *_: None, Progress())
+    h.reference, h.init_inputs = program, [4]
+    first = h.initial_reference()
+    with torch.no_grad():
+        first.linear.weight.add_(1.0)  # what the judge does to a build (redrawn weights) never reaches the kept one
+    again = h.initial_reference()
+    assert built == [4] and again is not first
+    torch.manual_seed(7)
+    assert torch.equal(again.linear.weight, Model(4).linear.weight) and not torch.equal(again.linear.weight, first.linear.weight)
+    h.initial_reference(8)  # another seed,
+    h.init_inputs = [5]  # other init inputs,
+    h.initial_reference()
+    program.width = 2  # another module constant (a shape variant): each a build of its own
+    h.initial_reference()
+    assert built == [4, 4, 4, 5, 5]
