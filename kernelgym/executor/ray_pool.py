@@ -67,7 +67,10 @@ class _SandboxedWorkerActor:
     ``~/.cache/kernelgym`` there).
     """
 
-    def __init__(self, settings: PoolSettings) -> None:
+    def __init__(self, settings: PoolSettings, environment: dict[str, str] | None = None) -> None:
+        # A build actor's environment (no GPU, the judges' architecture) is set here, before anything asks for a
+        # device, and not as a Ray runtime environment: that needs Ray's runtime-env agent on every node.
+        os.environ.update(environment or {})
         self._executor = LocalExecutor(dataclasses.replace(settings, num_workers=1))
 
     def where(self) -> tuple[str, int]:
@@ -225,9 +228,8 @@ class RayExecutor:
         build_env = self._ray.get(judges[0].actor.build_environment.remote(backend)) if on_gpu and self.num_builders else None
         if on_gpu and not build_env:  # a backend that builds where it runs (Triton), or no architecture to read
             self.num_builders = 0
-        builder = body.options(num_cpus=1, num_gpus=0, resources=custom,
-                               **({"runtime_env": {"env_vars": build_env}} if build_env else {}))
-        self._make = {"build": lambda: builder.remote(*args), "judge": lambda: judge.remote(*args)}
+        builder = body.options(num_cpus=1, num_gpus=0, resources=custom)
+        self._make = {"build": lambda: builder.remote(*args, build_env), "judge": lambda: judge.remote(*args)}
         self._slots = {
             "build": [_Slot("build", i, self._make["build"]()) for i in range(self.num_builders)],
             "judge": judges,
