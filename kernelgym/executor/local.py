@@ -283,6 +283,10 @@ class LocalExecutor:
         build_workers: build-ahead workers (default: :func:`default_build_workers` on a GPU backend that
             supports building without a GPU; 0 elsewhere).
         cache_max_gb: the build cache's size cap.
+        first_cpu: index (into the CPUs this process may use) of the first judge's CPU; judge ``i`` gets
+            ``first_cpu + i`` and the build workers share those after the judges'. A Ray pool runs one
+            such executor per actor, several on a node, and gives each its own CPUs.
+        worker_cpus: CPUs of each judge worker from its first (a Ray build actor's worker: every CPU but the judges').
 
     Example:
         >>> ex = LocalExecutor(PoolSettings(backend="cpp", num_workers=1))
@@ -290,7 +294,7 @@ class LocalExecutor:
     """
 
     def __init__(self, settings: PoolSettings | None = None, build_workers: int | None = None,
-                 cache_max_gb: float | None = None) -> None:
+                 cache_max_gb: float | None = None, first_cpu: int = 0, worker_cpus: int = 1) -> None:
         settings = settings or PoolSettings()
         self.backend = backend = settings.backend
         self.cache_dir = Path(settings.cache_dir) if settings.cache_dir is not None else default_cache_dir()
@@ -305,7 +309,8 @@ class LocalExecutor:
             threads=settings.threads_per_worker,
         )
         judges = [
-            WorkerHandle(backend, self.cache_dir, replace(self.policy, cpu=i), i % devices if devices else None)
+            WorkerHandle(backend, self.cache_dir, replace(self.policy, cpu=first_cpu + i, cpu_count=worker_cpus),
+                         i % devices if devices else None)
             for i in range(self.num_workers)
         ]
         self._judges = _WorkerPool(judges, "kernelgym-judge")
@@ -315,8 +320,8 @@ class LocalExecutor:
         self._builders = None
         if build_workers and build_env is not None:
             # Builders share every CPU the judges do not use, so a build's compile steps run side by side.
-            shared = replace(self.policy, cpu=self.num_workers,
-                             cpu_count=max(1, len(os.sched_getaffinity(0)) - self.num_workers))
+            shared = replace(self.policy, cpu=first_cpu + self.num_workers,
+                             cpu_count=max(1, len(os.sched_getaffinity(0)) - first_cpu - self.num_workers))
             builders = [WorkerHandle(backend, self.cache_dir, shared, None, build_env) for _ in range(build_workers)]
             self._builders = _WorkerPool(builders, "kernelgym-build")
         self._closed = False

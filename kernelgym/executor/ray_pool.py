@@ -67,11 +67,17 @@ class _SandboxedWorkerActor:
     ``~/.cache/kernelgym`` there).
     """
 
-    def __init__(self, settings: PoolSettings, environment: dict[str, str] | None = None) -> None:
+    def __init__(self, settings: PoolSettings, role: str, index: int, judges: int, environment: dict[str, str] | None = None) -> None:
         # A build actor's environment (no GPU, the judges' architecture) is set here, before anything asks for a
         # device, and not as a Ray runtime environment: that needs Ray's runtime-env agent on every node.
         os.environ.update(environment or {})
-        self._executor = LocalExecutor(dataclasses.replace(settings, num_workers=1))
+        # Ray binds an actor to no CPU. Judge i's worker gets CPU i of its node, for itself and its candidates; a build
+        # actor's worker shares every CPU after the judges' (pinned to the first CPU, all of them had compiled on one).
+        # The pool builds ahead itself: no build workers of the actor's own.
+        cpus = len(os.sched_getaffinity(0))
+        first, count = (index % cpus, 1) if role == "judge" else (judges % cpus, max(1, cpus - judges))
+        self._executor = LocalExecutor(dataclasses.replace(settings, num_workers=1), build_workers=0, first_cpu=first,
+                                       worker_cpus=count)
 
     def where(self) -> tuple[str, int]:
         """(host name, pid) of the actor process."""
@@ -222,16 +228,17 @@ class RayExecutor:
         args = (dataclasses.replace(settings, cache_dir=str(cache_dir) if cache_dir is not None else None),)
         custom = dict(resources or {})
         judge = body.options(num_cpus=1, num_gpus=1 if on_gpu else 0, resources=custom)
-        judges = [_Slot("judge", i, judge.remote(*args)) for i in range(self.num_workers)]
+        judges = [_Slot("judge", i, judge.remote(*args, "judge", i, self.num_workers)) for i in range(self.num_workers)]
         # Build actors have no GPU: they target the judges' architecture, read where a judge runs. Without it their
         # builds would target every architecture and have other cache keys: every answer built again by its judge.
         build_env = self._ray.get(judges[0].actor.build_environment.remote(backend)) if on_gpu and self.num_builders else None
         if on_gpu and not build_env:  # a backend that builds where it runs (Triton), or no architecture to read
             self.num_builders = 0
         builder = body.options(num_cpus=1, num_gpus=0, resources=custom)
-        self._make = {"build": lambda: builder.remote(*args, build_env), "judge": lambda: judge.remote(*args)}
+        self._make = {"build": lambda i: builder.remote(*args, "build", i, self.num_workers, build_env),
+                      "judge": lambda i: judge.remote(*args, "judge", i, self.num_workers)}
         self._slots = {
-            "build": [_Slot("build", i, self._make["build"]()) for i in range(self.num_builders)],
+            "build": [_Slot("build", i, self._make["build"](i)) for i in range(self.num_builders)],
             "judge": judges,
         }
         self._state_lock = threading.Lock()  # slots, read by actors() from other threads
@@ -377,7 +384,7 @@ class RayExecutor:
     def _replace(self, slot: _Slot) -> None:
         """Put a fresh actor in the position of one that died."""
         self._ray.kill(slot.actor, no_restart=True)
-        actor = self._make[slot.role]()
+        actor = self._make[slot.role](slot.index)
         with self._state_lock:
             slot.actor, slot.where = actor, actor.where.remote()
             slot.replacements += 1

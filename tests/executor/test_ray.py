@@ -291,3 +291,24 @@ def test_close_and_ray_shutdown_leave_no_worker_or_actor_process(ray_cluster: No
     _wait_for(lambda: not any(_alive(pid) for pid in actor_pids), "the actor processes to exit", 30)
     with pytest.raises(RuntimeError, match="closed"):
         executor.run_many([job])
+
+
+def test_each_actor_pins_its_worker_to_cpus_of_its_own(cache_dir: Path) -> None:
+    """Ray binds an actor to no CPU: judge i's worker gets the i-th CPU, a build actor's every CPU after the judges'."""
+    import os
+
+    from kernelgym.executor.ray_pool import _SandboxedWorkerActor
+
+    cpus = len(os.sched_getaffinity(0))
+    settings = PoolSettings(backend="cpp", cache_dir=cache_dir)
+    placed = {}
+    for role, index in (("judge", 0), ("judge", 1), ("build", 0), ("build", 3)):
+        actor = _SandboxedWorkerActor(settings, role, index, 1)
+        try:
+            (worker,) = actor._executor._judges.workers
+            placed[role, index] = (worker.policy.cpu, worker.policy.cpu_count)
+            assert actor._executor._builders is None  # the pool builds ahead; an actor has no build workers of its own
+        finally:
+            actor.close()
+    assert placed[("judge", 0)] == (0, 1) and placed[("judge", 1)] == (1 % cpus, 1)
+    assert placed[("build", 0)] == placed[("build", 3)] == (1 % cpus, max(1, cpus - 1))
