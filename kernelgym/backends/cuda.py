@@ -357,7 +357,7 @@ class GpuBackend(Backend):
         memory in use (:func:`poison_block_bytes`) is reserved and poisoned for the
         first call's allocations. ``fill=False`` does only that (for the judge's own reference
         calls: their outputs are trusted, and reading the allocator's blocks and filling them
-        cost 1-5 ms per call on an H100).
+        cost 0.5-5 ms per call on an H100).
         """
         import torch
 
