@@ -350,6 +350,17 @@ class LocalExecutor:
         self._builders.submit(replace(job, build_only=True)).add_done_callback(built)
         return judged
 
+    def warm(self) -> None:
+        """Start every worker now, in the background (jobs submitted meanwhile wait for them).
+
+        Without it, judges start at the first job and build workers at the first build. A Ray actor
+        calls it as it is made, so its worker's start (seconds: torch, a device context, a candidate
+        forked ahead) runs while the pool's other actors start and build.
+        """
+        self._judges.warm()
+        if self._builders is not None:
+            self._builders.warm()
+
     def run_many(self, jobs: Sequence[JudgeJob]) -> list[EvalResult]:
         """Judge ``jobs`` in parallel; results in the same order."""
         return [future.result() for future in [self.submit(job) for job in jobs]]

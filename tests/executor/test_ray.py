@@ -294,7 +294,10 @@ def test_close_and_ray_shutdown_leave_no_worker_or_actor_process(ray_cluster: No
 
 
 def test_each_actor_pins_its_worker_to_cpus_of_its_own(cache_dir: Path) -> None:
-    """Ray binds an actor to no CPU: judge i's worker gets the i-th CPU, a build actor's every CPU after the judges'."""
+    """Ray binds an actor to no CPU: judge i's worker gets the i-th CPU, a build actor's every CPU after the judges'.
+
+    Each actor starts its worker as it is made, not at its first job (actors closed at once stop theirs mid-start).
+    """
     import os
 
     from kernelgym.executor.ray_pool import _SandboxedWorkerActor
@@ -308,6 +311,9 @@ def test_each_actor_pins_its_worker_to_cpus_of_its_own(cache_dir: Path) -> None:
             (worker,) = actor._executor._judges.workers
             placed[role, index] = (worker.policy.cpu, worker.policy.cpu_count)
             assert actor._executor._builders is None  # the pool builds ahead; an actor has no build workers of its own
+            if (role, index) == ("judge", 0):
+                actor._executor._judges.threads.submit(lambda: None).result(timeout=300)  # queued behind the start
+                assert worker.process is not None and worker.process.poll() is None
         finally:
             actor.close()
     assert placed[("judge", 0)] == (0, 1) and placed[("judge", 1)] == (1 % cpus, 1)
