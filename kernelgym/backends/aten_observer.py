@@ -23,6 +23,7 @@ from a candidate, and is not subject to the candidate allow-list.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from kernelgym.backends.native import (
     BuildError,
     ensure_pch,
     file_lock,
+    import_extension,
     toolchain_fingerprint,
 )
 
@@ -218,6 +220,12 @@ def load_observer(build_root: Path) -> AtenObserver:
     key = build_dir.name
     pch_dir = ensure_pch(build_root)
     with file_lock(build_root / "locks" / f"aten_observer_{key}.lock"):
+        built = build_dir / f"kg_aten_observer_{key}.so"
+        if built.exists():
+            # Source and toolchain are in the key. torch's loader would build it again in a cache that was copied
+            # or moved (its build commands name the directory: 27 s on 2 cores); one that does not load is rebuilt.
+            with contextlib.suppress(ImportError, OSError):
+                return AtenObserver(import_extension(f"kg_aten_observer_{key}", built))
         build_dir.mkdir(parents=True, exist_ok=True)
         # torch's own build baton, left behind by a killed build, would make it wait forever; the lock above keeps others out.
         (build_dir / "lock").unlink(missing_ok=True)

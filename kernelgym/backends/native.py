@@ -58,6 +58,7 @@ __all__ = [
     "open_lock",
     "LOCK_MODE",
     "ensure_pch",
+    "import_extension",
     "beyond_floor",
     "extension_symbols",
     "file_lock",
@@ -433,7 +434,8 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _import_extension(name: str, path: Path) -> ModuleType:
+def import_extension(name: str, path: Path) -> ModuleType:
+    """Import the built extension module ``name`` from ``path`` (once per process)."""
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
@@ -615,7 +617,7 @@ def intercept_load_inline(
         }
         start = time.perf_counter()
         built = local.build(request) if local is not None else built_extension(request_build(request))
-        module = _import_extension(built.module, built.path)
+        module = import_extension(built.module, built.path)
         log.append(BuildRecord(key=built.key, seconds=time.perf_counter() - start, cache_hit=built.cache_hit))
         return _tracked(module, tracker)
 

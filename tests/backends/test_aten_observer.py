@@ -76,6 +76,52 @@ def test_the_observer_is_built_once_per_cache(cache_dir: Path, observer: AtenObs
     assert "aten::exp" in again.disarm()
 
 
+_LOAD_WITHOUT_BUILDING = """
+import sys
+from pathlib import Path
+import torch
+from torch.utils import cpp_extension
+from kernelgym.backends.aten_observer import load_observer
+from kernelgym.backends.native import BuildError
+
+def no_build(*args, **kwargs):
+    print("built", flush=True)
+    raise RuntimeError("no compiler here")
+
+cpp_extension.load_inline = no_build
+try:
+    observer = load_observer(Path(sys.argv[1]))
+except BuildError:
+    sys.exit(0)
+observer.arm()
+torch.exp(torch.ones(2))
+print("sees exp" if "aten::exp" in observer.disarm() else "blind", flush=True)
+"""
+
+
+def _load_in_a_fresh_process(build_root: Path) -> str:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _LOAD_WITHOUT_BUILDING, str(build_root)], capture_output=True, text=True,
+                          timeout=300, check=True)
+    return done.stdout.strip()
+
+
+def test_a_copied_cache_loads_its_observer_without_building_it_again(cache_dir: Path, observer: AtenObserver,
+                                                                     tmp_path: Path) -> None:
+    """torch's loader rebuilds an extension whose build directory moved; the observer's key is enough (a fresh
+    process, with every build refused: one that were attempted prints ``built``)."""
+    moved = tmp_path / "moved" / "builds"
+    shutil.copytree(cache_dir / "builds" / "aten_observer", moved / "aten_observer")
+    assert _load_in_a_fresh_process(moved) == "sees exp"
+    broken = tmp_path / "broken" / "builds"
+    shutil.copytree(cache_dir / "builds" / "aten_observer", broken / "aten_observer")
+    for library in (broken / "aten_observer").glob("*/*.so"):
+        library.write_bytes(b"not a library")  # as a build killed while linking may leave it
+    assert _load_in_a_fresh_process(broken) == "built"
+
+
 def test_sampled_arming_sees_a_fraction_of_the_operator_calls_and_full_arming_sees_all(observer: AtenObserver) -> None:
     from kernelgym.backends.aten_observer import SAMPLING
 
