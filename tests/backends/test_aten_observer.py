@@ -116,7 +116,8 @@ def test_a_copied_cache_loads_its_observer_without_building_it_again(cache_dir: 
     shutil.copytree(cache_dir / "builds" / "aten_observer", moved / "aten_observer")
     assert _load_in_a_fresh_process(moved) == "sees exp"
     broken = tmp_path / "broken" / "builds"
-    shutil.copytree(cache_dir / "builds" / "aten_observer", broken / "aten_observer")
+    for part in ("aten_observer", "pch"):  # the precompiled header as well: a rebuild would make it first
+        shutil.copytree(cache_dir / "builds" / part, broken / part)
     for library in (broken / "aten_observer").glob("*/*.so"):
         library.write_bytes(b"not a library")  # as a build killed while linking may leave it
     assert _load_in_a_fresh_process(broken) == "built"
