@@ -218,16 +218,14 @@ def load_observer(build_root: Path) -> AtenObserver:
 
     build_dir = _build_dir(build_root)
     key = build_dir.name
-    lock = build_root / "locks" / f"aten_observer_{key}.lock"
     built = build_dir / f"kg_aten_observer_{key}.so"
-    with file_lock(lock):
+    with file_lock(build_root / "locks" / f"aten_observer_{key}.lock"):
         if built.exists():
             # Source and toolchain are in the key. torch's loader would build it again in a cache that was copied
             # or moved (its build commands name the directory: 27 s on 2 cores); one that does not load is rebuilt.
             with contextlib.suppress(ImportError, OSError):
                 return AtenObserver(import_extension(f"kg_aten_observer_{key}", built))
-    pch_dir = ensure_pch(build_root)
-    with file_lock(lock):
+        pch_dir = ensure_pch(build_root)  # its own lock, never held by one who waits for this one
         build_dir.mkdir(parents=True, exist_ok=True)
         # torch's own build baton, left behind by a killed build, would make it wait forever; the lock above keeps others out.
         (build_dir / "lock").unlink(missing_ok=True)
