@@ -59,3 +59,17 @@ def test_a_probe_holds_memory_as_a_call_does(tmp_path):
     called = side.kept[0]
     assert side.cmd_probe(False, False)["ok"]
     assert len(side.kept) == 1 and side.kept[0] is not called and side.kept[0].shape == called.shape
+
+
+def test_timed_calls_fill_the_budget_between_twenty_and_the_backends_count():
+    from kernelgym.verifier.config import VerifierConfig
+    from kernelgym.verifier.timing_stage import MIN_RUNS, timed_calls
+
+    budget = VerifierConfig().timing_seconds
+    # A GPU (100 calls at most): a short kernel gets KernelBench's count, longer ones what fits, never under 20.
+    assert timed_calls(100, budget, 0.0005) == 100
+    assert timed_calls(100, budget, 0.004) == int(budget / 0.004)
+    assert timed_calls(100, budget, 0.5) == MIN_RUNS == 20
+    # A CPU (20 at most) always times its 20; a backend whose count is below the floor keeps its own.
+    assert timed_calls(20, budget, 0.00002) == timed_calls(20, budget, 2.0) == 20
+    assert timed_calls(8, budget, 2.0) == 8
