@@ -334,10 +334,9 @@ def _add_cache(sub: argparse._SubParsersAction) -> None:
     cache.set_defaults(func=_cache)
 
 
-def _parser() -> argparse.ArgumentParser:
-    from kernelgym.bench import add_bench_arguments, bench_main
-    from kernelgym.training.launcher import add_train_arguments, train_main
-
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; ``bench`` and ``train`` get their options (and their imports: agents, environments,
+    Gymnasium) only when ``command`` names them, so every other command starts without them."""
     parser = _Parser(
         prog="kernelgym", description=_DESCRIPTION, epilog=_exit_code_text(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -354,16 +353,22 @@ def _parser() -> argparse.ArgumentParser:
         description="Run an agent over a suite, k samples per task, up to --turns attempts each; write "
         "attempts.jsonl, summary.json and plots into --out.", formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_bench_arguments(bench)
-    bench.set_defaults(func=bench_main)
+    if command == "bench":
+        from kernelgym.bench import add_bench_arguments, bench_main
+
+        add_bench_arguments(bench)
+        bench.set_defaults(func=bench_main)
 
     train = sub.add_parser(
         "train", help="launch verl GRPO training (GPU cluster; needs kernelgym[verl])",
         description="Write the data files and the agent loop config, then run verl's GRPO trainer "
         "(--dry-run: print the command instead; needs no verl).",
     )
-    add_train_arguments(train)
-    train.set_defaults(func=train_main)
+    if command == "train":
+        from kernelgym.training.launcher import add_train_arguments, train_main
+
+        add_train_arguments(train)
+        train.set_defaults(func=train_main)
     _add_prepare(sub)
     _add_cache(sub)
     _add_serve(sub)
@@ -394,7 +399,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
     try:
-        code = _run(_parser().parse_args(argv))
+        argv = list(sys.argv[1:] if argv is None else argv)
+        code = _run(_parser(argv[0] if argv else None).parse_args(argv))
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader (e.g. `head`) is gone: stop quietly, and keep Python from complaining again at exit.

@@ -235,19 +235,23 @@ def test_eval_table_for_a_bundled_solution(cache_dir: Path) -> None:
         assert len(number.split(".")[1]) <= 3 or len(number.split(".")[1].lstrip("0")) <= 3, number
 
 
-def test_a_client_of_a_server_never_imports_torch(tmp_path: Path) -> None:
-    """`kernelgym eval --server` judges nothing itself: its process stays light (torch takes seconds to import on a GPU host)."""
+def test_a_client_of_a_server_never_imports_torch_or_gymnasium(tmp_path: Path) -> None:
+    """`kernelgym eval --server` judges nothing itself: its process stays light (torch takes seconds to import on a GPU
+    host; Gymnasium and NumPy took the client half a second)."""
     code = (
         "import sys\n"
         "from kernelgym.cli import _parser\n"
         "from kernelgym.executor.remote import RemoteExecutor\n"
         "from kernelgym.tasks import load_suite\n"
         "from kernelgym.verifier.static import run_static_stages\n"
-        "_parser()\n"
+        "_parser('eval')\n"
         "task = load_suite('cpu')['level1/1_ReLU']\n"
         "run_static_stages(task, task.solution('cpp'), 'cpp')\n"
-        "print('torch' in sys.modules)\n"
+        "print([name for name in ('torch', 'gymnasium', 'numpy') if name in sys.modules])\n"
+        "import gymnasium\n"
+        "print(gymnasium.spec('kernelgym/CPU-v0').kwargs['backend'])\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+    # Importing Gymnasium afterwards still finds the environments `import kernelgym` promised.
+    assert done.stdout.split() == ["[]", "cpp"]

@@ -2,28 +2,34 @@
 
 Holds:
     ENV_IDS: the registered ids.
-    register_envs: register them (idempotent; ``import kernelgym`` calls it).
+    TUNE_ENV_IDS: the ids of the tuning environments.
+    register_envs: register them all (idempotent; ``import kernelgym`` calls it).
+    register_tune_envs: register the tuning environments alone.
     make_kernelbench_env: entry point of ``kernelgym/KernelBench-v0``.
     make_kernelbench_vector_env: its vector entry point.
 
 Every id is registered ``nondeterministic=True``: timings, and so speedups and
-rewards, differ from run to run.
+rewards, differ from run to run. This module imports only Gymnasium: the
+environments are named by entry-point strings and imported when made, so the
+registration can run while Gymnasium's own import finishes (``kernelgym/__init__.py``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
-from kernelgym.envs.kernel_env import KernelEnv
-from kernelgym.envs.tune_env import register_tune_envs
-from kernelgym.envs.vector import KernelVectorEnv
 from kernelgym.errors import TaskError
 
-__all__ = ["ENV_IDS", "make_kernelbench_env", "make_kernelbench_vector_env", "register_envs"]
+if TYPE_CHECKING:
+    from kernelgym.envs.kernel_env import KernelEnv
+    from kernelgym.envs.vector import KernelVectorEnv
+
+__all__ = ["ENV_IDS", "TUNE_ENV_IDS", "make_kernelbench_env", "make_kernelbench_vector_env", "register_envs", "register_tune_envs"]
 
 ENV_IDS = ("kernelgym/CPU-v0", "kernelgym/GPU-v0", "kernelgym/KernelBench-v0")
+TUNE_ENV_IDS = ("kernelgym/Tune-CPU-v0", "kernelgym/Tune-GPU-v0")
 
 _ENV_ENTRY = "kernelgym.envs.kernel_env:KernelEnv"
 _VECTOR_ENTRY = "kernelgym.envs.vector:KernelVectorEnv"
@@ -50,6 +56,8 @@ def make_kernelbench_env(path: str | None = None, level: int | None = None, back
     Raises:
         TaskError: ``path`` is missing or unusable.
     """
+    from kernelgym.envs.kernel_env import KernelEnv
+
     return KernelEnv(suite=_kernelbench_suite(path), level=level, backend=backend, **kwargs)
 
 
@@ -57,6 +65,8 @@ def make_kernelbench_vector_env(
     num_envs: int = 1, path: str | None = None, level: int | None = None, backend: str = "cuda", **kwargs: Any
 ) -> KernelVectorEnv:
     """A :class:`KernelVectorEnv` over a KernelBench directory or parquet file (see :func:`make_kernelbench_env`)."""
+    from kernelgym.envs.vector import KernelVectorEnv
+
     return KernelVectorEnv(num_envs, suite=_kernelbench_suite(path), level=level, backend=backend, **kwargs)
 
 
@@ -88,3 +98,24 @@ def register_envs() -> None:
                 kwargs=kwargs,
             )
     register_tune_envs()
+
+
+def register_tune_envs() -> None:
+    """Register ``kernelgym/Tune-CPU-v0`` (backend ``cpp``) and ``kernelgym/Tune-GPU-v0`` (backend ``triton``), once.
+
+    Both are ``nondeterministic=True``: rewards come from timings.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> register_tune_envs()
+        >>> gym.spec("kernelgym/Tune-GPU-v0").kwargs["backend"]
+        'triton'
+    """
+    for env_id, backend in zip(TUNE_ENV_IDS, ("cpp", "triton"), strict=True):
+        if env_id not in gym.registry:
+            gym.register(
+                id=env_id,
+                entry_point="kernelgym.envs.tune_env:KernelTuneEnv",
+                nondeterministic=True,
+                kwargs={"backend": backend},
+            )

@@ -1,14 +1,14 @@
 """The discrete-action tuning environment: choose a templated kernel's parameters, get its measured speed back.
 
 Holds:
-    TUNE_ENV_IDS: the registered ids.
+    TUNE_ENV_IDS: the registered ids (from ``registration``).
     MAX_DIMS: how many problem dimensions the ``dims`` observation holds.
     KernelTuneEnv: the Gymnasium environment (``MultiDiscrete`` actions, ``Dict`` of ``Box`` observations).
     MultiDiscreteToDiscrete: an action wrapper that numbers every configuration (for DQN and other
         ``Discrete``-only algorithms).
     tune_reward: the reward of one configuration from its verifier results.
     mean_step_reward: the mean reward per step of a policy over seeded episodes.
-    register_tune_envs: register ``kernelgym/Tune-CPU-v0`` and ``kernelgym/Tune-GPU-v0``.
+    register_tune_envs: register ``kernelgym/Tune-CPU-v0`` and ``kernelgym/Tune-GPU-v0`` (from ``registration``).
 
 Each configuration is rendered from a :class:`~kernelgym.envs.templates.KernelTemplate` into a full
 answer program and judged by the same verifier as a text answer: built (once: the content-addressed
@@ -30,6 +30,7 @@ from gymnasium import spaces
 
 from kernelgym.backends import get_backend
 from kernelgym.envs.kernel_env import LazyVerifier, VerifierLike
+from kernelgym.envs.registration import TUNE_ENV_IDS, register_tune_envs
 from kernelgym.envs.templates import KernelTemplate, get_template, templates_for
 from kernelgym.errors import BackendUnavailableError, TaskError
 from kernelgym.tasks import Task, load_suite
@@ -46,7 +47,6 @@ __all__ = [
     "tune_reward",
 ]
 
-TUNE_ENV_IDS = ("kernelgym/Tune-CPU-v0", "kernelgym/Tune-GPU-v0")
 MAX_DIMS = 4
 _MAX_LOG_DIM = 64.0
 
@@ -381,24 +381,3 @@ def mean_step_reward(env: gym.Env[Any, Any], policy: Callable[[Any], Any], episo
             rewards.append(float(reward))
             done = terminated or truncated
     return float(np.mean(rewards))
-
-
-def register_tune_envs() -> None:
-    """Register ``kernelgym/Tune-CPU-v0`` (backend ``cpp``) and ``kernelgym/Tune-GPU-v0`` (backend ``triton``), once.
-
-    Both are ``nondeterministic=True``: rewards come from timings.
-
-    Example:
-        >>> import gymnasium as gym
-        >>> register_tune_envs()
-        >>> gym.spec("kernelgym/Tune-GPU-v0").kwargs["backend"]
-        'triton'
-    """
-    for env_id, backend in zip(TUNE_ENV_IDS, ("cpp", "triton"), strict=True):
-        if env_id not in gym.registry:
-            gym.register(
-                id=env_id,
-                entry_point="kernelgym.envs.tune_env:KernelTuneEnv",
-                nondeterministic=True,
-                kwargs={"backend": backend},
-            )
