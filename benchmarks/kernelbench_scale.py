@@ -254,7 +254,7 @@ def _kernelgym_record(phase: str, answer: Answer, result: Any, seconds: float) -
         "phase": phase, "answer": answer.key, "task": answer.task.id, "backend": answer.backend,
         "status": result.status.value, "speedup": result.speedup_eager, "runtime_ms": result.runtime_ms,
         "ref_ms": result.ref_eager_ms, "cache_hit": result.cache_hit, "stage_seconds": stages, "flags": list(result.flags),
-        "seconds": round(seconds, 3),
+        "spread_ms": result.runtime_spread_ms, "seconds": round(seconds, 3),
     }
     if result.status.value != "ok":
         record["feedback"] = _record_text(result.feedback or "")
@@ -280,10 +280,10 @@ def run_kernelgym(phase: str, answers: Sequence[Answer], args: argparse.Namespac
     from kernelgym.verifier import VerifierConfig
     from kernelgym.verifier.config import StageTimeouts
 
-    config = VerifierConfig(rules=args.rules)
+    config = VerifierConfig(rules=args.rules, runs=args.runs or None)
     if args.stage_timeout:
         t = args.stage_timeout
-        config = VerifierConfig(rules=args.rules, timeouts=StageTimeouts(build=t, check=t, time=t))
+        config = VerifierConfig(rules=args.rules, runs=args.runs or None, timeouts=StageTimeouts(build=t, check=t, time=t))
     start = time.perf_counter()
     for backend in BACKEND_ORDER:
         batch = [a for a in answers if a.backend == backend]
@@ -682,6 +682,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="kernelgym's executor (ray: a local Ray cluster of this machine, `pip install 'kernelgym[ray]'`)")
     parser.add_argument("--rules", default="native", choices=("native", "kernelbench"),
                         help="kernelgym's rule preset (kernelbench: PyTorch operators allowed in ModelNew)")
+    parser.add_argument("--runs", type=int, default=0,
+                        help="kernelgym's timed calls of each program (0: the verifier's default; 100: KernelBench's count)")
     parser.add_argument("--stage-timeout", type=float, default=0.0, help="kernelgym budget of every stage, s (0: the verifier's)")
     parser.add_argument("--kb-build-workers", type=int, default=min(20, os.cpu_count() or 1),
                         help="KernelBench prebuild processes (its default: 20, capped at the cores)")
