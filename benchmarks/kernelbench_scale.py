@@ -254,7 +254,7 @@ def _kernelgym_record(phase: str, answer: Answer, result: Any, seconds: float) -
         "phase": phase, "answer": answer.key, "task": answer.task.id, "backend": answer.backend,
         "status": result.status.value, "speedup": result.speedup_eager, "runtime_ms": result.runtime_ms,
         "ref_ms": result.ref_eager_ms, "cache_hit": result.cache_hit, "stage_seconds": stages, "flags": list(result.flags),
-        "spread_ms": result.runtime_spread_ms, "seconds": round(seconds, 3),
+        "spread_ms": result.runtime_spread_ms, "timed_calls": result.timed_calls, "seconds": round(seconds, 3),
     }
     if result.status.value != "ok":
         record["feedback"] = _record_text(result.feedback or "")

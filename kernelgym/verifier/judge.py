@@ -265,7 +265,7 @@ def _result(job: JudgeJob, backend: Backend, progress: Progress, h: Harness, sta
         lines.append(f"Correct on {config.trials} trials{shapes}; max abs error {progress.max_abs:.3g}, max rel error {progress.max_rel:.3g}.")
         if speedup_eager is not None:
             lines.append(
-                f"Runtime {timing['runtime_ms']:.4f} ms (IQR {timing['runtime_spread_ms']:.4f}) vs reference "
+                f"Runtime {timing['runtime_ms']:.4f} ms (IQR {timing['runtime_spread_ms']:.4f}, {timing['timed_calls']} calls) vs reference "
                 f"{timing['ref_eager_ms']:.4f} ms eager: speedup {speedup_eager:.3f}x"
                 + (f", {speedup_compile:.3f}x vs torch.compile" if speedup_compile else "")
                 + "."
@@ -291,6 +291,7 @@ def _result(job: JudgeJob, backend: Backend, progress: Progress, h: Harness, sta
         faster=faster,
         runtime_ms=timing.get("runtime_ms") if correct else None,
         runtime_spread_ms=timing.get("runtime_spread_ms") if correct else None,
+        timed_calls=int(timing.get("timed_calls", 0)) if correct else 0,
         ref_eager_ms=timing.get("ref_eager_ms"),
         ref_compile_ms=timing.get("ref_compile_ms"),
         max_abs_error=progress.max_abs if compiled else None,

@@ -109,6 +109,7 @@ class EvalResult:
         faster: ``speedup_eager`` above the configured threshold (1.1 by default).
         runtime_ms: candidate median time per call.
         runtime_spread_ms: candidate interquartile range.
+        timed_calls: the candidate's credited timed calls, those its median is over.
         ref_eager_ms: reference eager median time.
         ref_compile_ms: reference ``torch.compile`` median time.
         timing_meaningful: ``False`` when timing cannot mean anything (interpreter, emulation).
@@ -141,6 +142,7 @@ class EvalResult:
     faster: bool = False
     runtime_ms: float | None = None
     runtime_spread_ms: float | None = None
+    timed_calls: int = 0
     ref_eager_ms: float | None = None
     ref_compile_ms: float | None = None
     timing_meaningful: bool = False
