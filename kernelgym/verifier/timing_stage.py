@@ -59,6 +59,7 @@ def timed_calls(default_runs: int, timing_seconds: float, per_call: float) -> in
     fitting = int(timing_seconds / max(per_call, 1e-6))
     return max(min(MIN_RUNS, default_runs), min(default_runs, fitting))
 
+
 def _time_reference(h: Harness, reference: torch.nn.Module, inputs: list[Any], refresher: Refresher, calls: int, warmup: int) -> list[float]:
     """A reference (``torch.compile`` of it, for the baseline) timed here through :func:`run_call`, unwatched and unpoisoned; ms per call."""
     tracker = KernelTracker()
