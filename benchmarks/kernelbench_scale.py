@@ -280,10 +280,9 @@ def run_kernelgym(phase: str, answers: Sequence[Answer], args: argparse.Namespac
     from kernelgym.verifier import VerifierConfig
     from kernelgym.verifier.config import StageTimeouts
 
-    config = VerifierConfig(rules=args.rules, runs=args.runs or None)
-    if args.stage_timeout:
-        t = args.stage_timeout
-        config = VerifierConfig(rules=args.rules, runs=args.runs or None, timeouts=StageTimeouts(build=t, check=t, time=t))
+    t = args.stage_timeout
+    timeouts = StageTimeouts(build=t, check=t, time=t) if t else StageTimeouts()
+    config = VerifierConfig(rules=args.rules, runs=args.runs or None, timeouts=timeouts)
     start = time.perf_counter()
     for backend in BACKEND_ORDER:
         batch = [a for a in answers if a.backend == backend]

@@ -61,7 +61,8 @@ def timed_calls(default_runs: int, timing_seconds: float, per_call: float) -> in
 
 
 def _time_reference(h: Harness, reference: torch.nn.Module, inputs: list[Any], refresher: Refresher, calls: int, warmup: int) -> list[float]:
-    """A reference (``torch.compile`` of it, for the baseline) timed here through :func:`run_call`, unwatched and unpoisoned; ms per call."""
+    """A reference (itself, to count the timed calls; ``torch.compile`` of it, for the baseline) timed here through
+    :func:`run_call` on freshly refreshed inputs, unwatched and unpoisoned; ms per call."""
     tracker = KernelTracker()
     times = []
     with torch.no_grad():
@@ -72,17 +73,6 @@ def _time_reference(h: Harness, reference: torch.nn.Module, inputs: list[Any], r
             if i >= warmup:
                 times.append(float(reply["ms"]))
     return times
-
-
-def _reference_seconds(h: Harness, reference: torch.nn.Module, inputs: list[Any]) -> float:
-    """Seconds of one reference call at ``inputs``' shapes, timed as its timed calls are (the faster of two)."""
-    tracker = KernelTracker()
-    times = []
-    for _ in range(2):
-        h.backend.synchronize()
-        _, reply = run_call(reference, inputs, h.backend, tracker, False, False, python_guard=False, poison=False)
-        times.append(float(reply["ms"]) / 1e3)
-    return min(times)
 
 
 def _watched_calls(rng: random.Random, warmup: int, runs: int) -> set[int]:
@@ -108,8 +98,9 @@ def time_stage(h: Harness) -> None:
     with torch.no_grad():
         expected = h.reference_call(reference, inputs, False, False)
         if config.runs is None and backend.default_runs > MIN_RUNS:
-            # The trials' median is mostly of the task's smaller variant shapes: count the calls by these shapes.
-            per_call = _reference_seconds(h, reference, inputs)
+            # The trials' median is mostly of the task's smaller variant shapes: count the calls by these shapes
+            # (the faster of two reference calls, timed as its timed calls are).
+            per_call = min(_time_reference(h, reference, inputs, refresher, 2, 0)) / 1e3
     runs = config.runs or timed_calls(backend.default_runs, config.timing_seconds, per_call)
     h.set_budget(config.timeouts.scaled(config.timeouts.time, per_call, 6 * (runs + warmup)))
     total = warmup + runs
