@@ -17,6 +17,10 @@ order (``--phases`` picks some):
     has them, else ``evaluate_many``).
 ``warm``
     the same again with the same cache (builds are hits).
+
+With ``--executor ray`` one local Ray instance is started for the whole run
+(its start-up is the summary's ``ray_start_s``) and every batch's pool joins
+it, as on a cluster where Ray is already up.
 ``kernelbench``
     KernelBench's pipeline as ``eval_from_generations.py`` runs it with
     ``build_cache=True`` on one GPU: a process pool prebuilds every CUDA answer
@@ -271,6 +275,21 @@ def _judge_batch(verifier: Any, answers: Sequence[Answer], on_result: Callable[[
         return
     for index, result in enumerate(verifier.evaluate_many([(a.task, a.text) for a in answers])):
         on_result(index, result, time.perf_counter() - start)
+
+
+def start_ray() -> float:
+    """Start one local Ray instance for the whole run (as on a cluster where Ray is up); returns its start-up seconds.
+
+    Each batch's ``Verifier(executor="ray")`` then joins it instead of starting and stopping one of its own. Its CPUs
+    are the ones this process may use (``taskset``), not the machine's.
+    """
+    import ray
+
+    began = time.perf_counter()
+    ray.init(num_cpus=len(os.sched_getaffinity(0)))
+    seconds = round(time.perf_counter() - began, 3)
+    log(f"ray: started in {seconds} s with {ray.cluster_resources()}")
+    return seconds
 
 
 def run_kernelgym(phase: str, answers: Sequence[Answer], args: argparse.Namespace, cache: Path, recorder: Recorder,
@@ -788,6 +807,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"work dir {work}")
     recorder = Recorder(out)
     totals: dict[str, dict[str, Any]] = {}
+    if args.executor == "ray" and {"cold", "warm"} & set(args.phases):
+        meta["ray_start_s"] = start_ray()
     cache = Path(args.cache_dir) if args.cache_dir else work / "kernelgym_cache"
     for phase in args.phases:
         try:
@@ -804,6 +825,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             totals[phase] = {"error": traceback.format_exc()[-1500:]}
         log(f"{phase}: done, {totals[phase]}")
         write_summary(out, recorder.records, totals, {**meta, "elapsed_s": round(time.time() - started, 1)})
+    if "ray_start_s" in meta:
+        import ray
+
+        ray.shutdown()
     log(f"all done in {time.time() - started:.1f} s; summary in {out / 'summary.md'}")
     return 0
 
