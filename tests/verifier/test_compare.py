@@ -102,6 +102,26 @@ def test_tiny_outputs_cannot_hide_in_the_absolute_tolerance() -> None:
     assert result.mismatch is not None
 
 
+def test_large_outputs_give_elements_near_zero_the_rounding_error_of_their_terms() -> None:
+    # A Linear of 8192 inputs with weights of the redrawn trial's size (std 0.25): the same fp32 products summed one
+    # k after the other (a tiled kernel's order) differ from one matmul by up to about 5e-4, beyond 1e-4 + 1e-4 * |ref|
+    # at a few elements near zero; the absolute tolerance follows the output's RMS (23 here), not the element's value.
+    generator = torch.Generator().manual_seed(1)
+    x, w = torch.randn(512, 8192, generator=generator), torch.randn(1024, 8192, generator=generator) * 0.25
+    ref = x @ w.T
+    in_order = torch.zeros_like(ref)
+    for k, row in enumerate(w.T.contiguous()):
+        in_order.addcmul_(x[:, k : k + 1], row)
+    assert ((ref - in_order).abs() > 1e-4 + 1e-4 * ref.abs()).any()  # what the element-wise budget alone rejects
+    assert compare_outputs(ref, in_order, [], 1e-4, 1e-4, 1e-2).mismatch is None
+    off = in_order.clone()
+    off[3, 5] += 0.01  # beyond the output's scale still: rejected, at that element
+    mismatch = compare_outputs(ref, off, [], 1e-4, 1e-4, 1e-2).mismatch
+    assert mismatch is not None and "1 of 524288" in mismatch.message and "index (3, 5)" in mismatch.message
+    fp16_inputs = x.half().float() @ w.half().float().T  # a precision downgrade stays beyond it
+    assert compare_outputs(ref, fp16_inputs, [], 1e-4, 1e-4, 1e-2).mismatch is not None
+
+
 def test_nan_where_reference_is_finite() -> None:
     ref = torch.ones(8)
     new = ref.clone()
