@@ -17,10 +17,6 @@ order (``--phases`` picks some):
     has them, else ``evaluate_many``).
 ``warm``
     the same again with the same cache (builds are hits).
-
-With ``--executor ray`` one local Ray instance is started for the whole run
-(its start-up is the summary's ``ray_start_s``) and every batch's pool joins
-it, as on a cluster where Ray is already up.
 ``kernelbench``
     KernelBench's pipeline as ``eval_from_generations.py`` runs it with
     ``build_cache=True`` on one GPU: a process pool prebuilds every CUDA answer
@@ -31,6 +27,10 @@ it, as on a cluster where Ray is already up.
     imported as a package; third-party modules it imports only for LLM queries
     or its result container (``dotenv``, ``openai``, ``litellm``, ``pydantic``)
     are replaced by stand-ins when missing, and the summary says which.
+
+With ``--executor ray`` one local Ray instance is started for the whole run
+(its start-up is the summary's ``ray_start_s``) and every batch's pool joins
+it, as on a cluster where Ray is already up.
 
 Every finished answer appends one JSON line to ``<out>/results.jsonl`` at
 once; ``<out>/summary.json`` and ``<out>/summary.md`` are rewritten after each
