@@ -106,7 +106,7 @@ def test_large_outputs_give_elements_near_zero_the_rounding_error_of_their_terms
     # A Linear of 8192 inputs with weights of the redrawn trial's size (std 0.25): fp32 products summed one k after the
     # other (a tiled kernel's order) differ from the exact sums (float64, rounded to fp32; the same on every CPU) by up
     # to about 5e-4, beyond 1e-4 + 1e-4 * |ref| at a few elements near zero (9 here); the absolute tolerance follows the
-    # output's RMS (23 here), not the element's value.
+    # output's mean magnitude (18 here), not the element's value.
     generator = torch.Generator().manual_seed(2)
     x, w = torch.randn(512, 8192, generator=generator), torch.randn(1024, 8192, generator=generator) * 0.25
     ref = (x.double() @ w.double().T).float()
@@ -121,6 +121,15 @@ def test_large_outputs_give_elements_near_zero_the_rounding_error_of_their_terms
     assert mismatch is not None and "1 of 524288" in mismatch.message and "index (3, 5)" in mismatch.message
     fp16_inputs = x.half().float() @ w.half().float().T  # a precision downgrade stays beyond it
     assert compare_outputs(ref, fp16_inputs, [], 1e-4, 1e-4, 1e-2).mismatch is not None
+
+
+def test_a_few_huge_elements_do_not_loosen_the_others() -> None:
+    ref = torch.ones(100_000)
+    ref[:10] = 1e6  # RMS 1e4, mean magnitude about 101
+    new = ref.clone()
+    new[50] += 0.05  # 5% off at an element of 1: within 1e-4 * RMS, beyond 1e-4 * the mean magnitude
+    mismatch = compare_outputs(ref, new, [], 1e-4, 1e-4, 1e-2).mismatch
+    assert mismatch is not None and "index (50,)" in mismatch.message
 
 
 def test_nan_where_reference_is_finite() -> None:
