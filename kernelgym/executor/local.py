@@ -287,6 +287,9 @@ class LocalExecutor:
             ``first_cpu + i`` and the build workers share those after the judges'. A Ray pool runs one
             such executor per actor, several on a node, and gives each its own CPUs.
         worker_cpus: CPUs of each judge worker from its first (a Ray build actor's worker: every CPU but the judges').
+        devices: devices the judges are pinned to, one each in turn (default: the backend's visible devices,
+            which imports the device library; a Ray actor, whose devices Ray assigned, passes them and starts
+            its worker without that import).
 
     Example:
         >>> ex = LocalExecutor(PoolSettings(backend="cpp", num_workers=1))
@@ -294,7 +297,8 @@ class LocalExecutor:
     """
 
     def __init__(self, settings: PoolSettings | None = None, build_workers: int | None = None,
-                 cache_max_gb: float | None = None, first_cpu: int = 0, worker_cpus: int = 1) -> None:
+                 cache_max_gb: float | None = None, first_cpu: int = 0, worker_cpus: int = 1,
+                 devices: int | None = None) -> None:
         settings = settings or PoolSettings()
         self.backend = backend = settings.backend
         self.cache_dir = Path(settings.cache_dir) if settings.cache_dir is not None else default_cache_dir()
@@ -302,7 +306,7 @@ class LocalExecutor:
         self.build_cache = BuildCache(self.cache_dir, None if cache_max_gb is None else int(cache_max_gb * 1e9))
         self.build_cache.enforce_cap()
         backend_obj = get_backend(backend)
-        devices = backend_obj.device_count()
+        devices = backend_obj.device_count() if devices is None else devices
         self.num_workers = settings.num_workers or devices or max(1, min(4, os.cpu_count() or 1))
         self.policy = SandboxPolicy(
             memory_gb=settings.memory_limit_gb if backend_obj.address_space_limit_ok else None,
@@ -314,7 +318,7 @@ class LocalExecutor:
             for i in range(self.num_workers)
         ]
         self._judges = _WorkerPool(judges, "kernelgym-judge")
-        build_env = backend_obj.build_worker_environment() if devices else None
+        build_env = backend_obj.build_worker_environment() if devices and build_workers != 0 else None
         if build_workers is None:
             build_workers = default_build_workers(self.num_workers) if build_env is not None else 0
         self._builders = None

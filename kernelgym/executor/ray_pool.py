@@ -64,10 +64,11 @@ class _SandboxedWorkerActor:
     """Body of every actor of the pool: one sandboxed worker process on the actor's node.
 
     ``settings.cache_dir=None`` means the node's default cache (``$KERNELGYM_CACHE`` or
-    ``~/.cache/kernelgym`` there).
+    ``~/.cache/kernelgym`` there). ``devices``: the GPUs Ray gave the actor (one for a judge of a GPU backend).
     """
 
-    def __init__(self, settings: PoolSettings, role: str, index: int, judges: int, environment: dict[str, str] | None = None) -> None:
+    def __init__(self, settings: PoolSettings, role: str, index: int, judges: int, environment: dict[str, str] | None = None,
+                 devices: int = 0) -> None:
         # A build actor's environment (no GPU, the judges' architecture) is set here, before anything asks for a
         # device, and not as a Ray runtime environment: that needs Ray's runtime-env agent on every node.
         os.environ.update(environment or {})
@@ -76,8 +77,10 @@ class _SandboxedWorkerActor:
         # The pool builds ahead itself: no build workers of the actor's own.
         cpus = len(os.sched_getaffinity(0))
         first, count = (index % cpus, 1) if role == "judge" else (judges % cpus, max(1, cpus - judges))
+        # Its devices are the ones Ray assigned (``devices``: a judge of a GPU backend has one): counting them here
+        # would import torch first, seconds before the worker could start (3 s an actor on an H200 host).
         self._executor = LocalExecutor(dataclasses.replace(settings, num_workers=1), build_workers=0, first_cpu=first,
-                                       worker_cpus=count)
+                                       worker_cpus=count, devices=devices if role == "judge" else 0)
         # Its worker starts now, not at the first job: the judge's start overlaps the first builds (at the first job,
         # a warm pool's first verdict came 42 s after the batch began on an H100, against 20 s locally).
         self._executor.warm()
@@ -230,8 +233,9 @@ class RayExecutor:
         cache_dir = settings.cache_dir
         args = (dataclasses.replace(settings, cache_dir=str(cache_dir) if cache_dir is not None else None),)
         custom = dict(resources or {})
-        judge = body.options(num_cpus=1, num_gpus=1 if on_gpu else 0, resources=custom)
-        judges = [_Slot("judge", i, judge.remote(*args, "judge", i, self.num_workers)) for i in range(self.num_workers)]
+        gpus_each = 1 if on_gpu else 0
+        judge = body.options(num_cpus=1, num_gpus=gpus_each, resources=custom)
+        judges = [_Slot("judge", i, judge.remote(*args, "judge", i, self.num_workers, None, gpus_each)) for i in range(self.num_workers)]
         # Build actors have no GPU: they target the judges' architecture, read where a judge runs. Without it their
         # builds would target every architecture and have other cache keys: every answer built again by its judge.
         build_env = self._ray.get(judges[0].actor.build_environment.remote(backend)) if on_gpu and self.num_builders else None
@@ -239,7 +243,7 @@ class RayExecutor:
             self.num_builders = 0
         builder = body.options(num_cpus=1, num_gpus=0, resources=custom)
         self._make = {"build": lambda i: builder.remote(*args, "build", i, self.num_workers, build_env),
-                      "judge": lambda i: judge.remote(*args, "judge", i, self.num_workers)}
+                      "judge": lambda i: judge.remote(*args, "judge", i, self.num_workers, None, gpus_each)}
         self._slots = {
             "build": [_Slot("build", i, self._make["build"](i)) for i in range(self.num_builders)],
             "judge": judges,

@@ -318,3 +318,22 @@ def test_each_actor_pins_its_worker_to_cpus_of_its_own(cache_dir: Path) -> None:
             actor.close()
     assert placed[("judge", 0)] == (0, 1) and placed[("judge", 1)] == (1 % cpus, 1)
     assert placed[("build", 0)] == placed[("build", 3)] == (1 % cpus, max(1, cpus - 1))
+
+
+def test_an_actor_given_its_gpu_makes_its_executor_without_importing_torch(tmp_path: Path) -> None:
+    """A judge actor of a GPU backend is told its device (Ray assigned it): its worker starts without the actor first
+    importing torch to count devices (3 s an actor on an H200 host, before the worker could start)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from kernelgym.executor import PoolSettings\n"
+        "from kernelgym.executor.local import LocalExecutor\n"
+        "ex = LocalExecutor(PoolSettings(backend='cuda', num_workers=1, cache_dir=sys.argv[1]), build_workers=0, devices=1)\n"
+        "workers = ex._judges.workers\n"
+        "ex.close()\n"
+        "print(len(workers), 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split()[-2:] == ["1", "False"]
