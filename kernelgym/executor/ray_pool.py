@@ -60,6 +60,16 @@ def _reason(exc: Exception) -> str:
     return " ".join(str(exc).split())[:600]
 
 
+def _local_cpus(ray_address: str | None) -> dict[str, int]:
+    """``num_cpus`` for a new local Ray instance started by a process restricted to some CPUs (``taskset``, a
+    scheduler's cpuset): Ray counts the machine's CPUs, so it would place more actors than the process has cores.
+    Nothing when joining a cluster (Ray refuses ``num_cpus`` there) or when every CPU is the process's."""
+    allowed = len(os.sched_getaffinity(0))
+    if ray_address or os.environ.get("RAY_ADDRESS") or allowed >= (os.cpu_count() or allowed):
+        return {}
+    return {"num_cpus": allowed}
+
+
 class _SandboxedWorkerActor:
     """Body of every actor of the pool: one sandboxed worker process on the actor's node.
 
@@ -175,7 +185,7 @@ class RayExecutor:
             across nodes (default: each node's ``$KERNELGYM_CACHE`` or ``~/.cache/kernelgym``).
         ray_address: the cluster to join when Ray is not initialised yet
             (``"auto"``, ``"ray://head:10001"``, ...; ``None``: ``$RAY_ADDRESS``
-            or a new local instance). The executor then shuts Ray down on close.
+            or a new local instance, given the CPUs this process may use). The executor then shuts Ray down on close.
         num_builders: build actors (default: the CPUs the judges leave, at most
             eight per judge); ``0`` turns the build-ahead stage off. On a GPU backend they build for
             the judges' architecture (read on a judge's node); a backend that builds where it runs
@@ -214,7 +224,14 @@ class RayExecutor:
         num_workers = settings.num_workers
         self._owns_ray = not self._ray.is_initialized()
         if self._owns_ray:
-            self._ray.init(address=ray_address, runtime_env=runtime_env)
+            cpus_kwarg = _local_cpus(ray_address)
+            try:
+                self._ray.init(address=ray_address, runtime_env=runtime_env, **cpus_kwarg)
+            except ValueError:
+                if not cpus_kwarg:
+                    raise
+                # Ray found a cluster started on this machine (``ray start``) and joins it, which refuses ``num_cpus``.
+                self._ray.init(address=ray_address, runtime_env=runtime_env)
         cluster = self._ray.cluster_resources()
         cpus, gpus = int(cluster.get("CPU", 1)), int(cluster.get("GPU", 0))
         on_gpu = get_backend(backend).device_type != "cpu"

@@ -337,3 +337,27 @@ def test_an_actor_given_its_gpu_makes_its_executor_without_importing_torch(tmp_p
     )
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split()[-2:] == ["1", "False"]
+
+
+@pytest.mark.skipif((__import__("os").cpu_count() or 1) < 2, reason="needs two CPUs to restrict the process to one")
+def test_a_local_ray_started_under_a_cpu_restriction_counts_only_the_allowed_cpus(tmp_path: Path) -> None:
+    """Ray counts the machine's CPUs; under ``taskset`` (or a scheduler's cpuset) the executor's own Ray instance gets
+    the process's CPUs instead, so it does not place more actors than the process has cores."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys\n"
+        "os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
+        "import ray\n"
+        "from kernelgym.executor import PoolSettings\n"
+        "from kernelgym.executor.ray_pool import RayExecutor\n"
+        "ex = RayExecutor(PoolSettings(backend='cpp', num_workers=1, cache_dir=sys.argv[1]), num_builders=0)\n"
+        "cpus = ray.cluster_resources().get('CPU')\n"
+        "ex.close()\n"
+        "print(cpus, ray.is_initialized())\n"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300, check=True,
+                         env=env)
+    assert out.stdout.split()[-2:] == ["1.0", "False"]
