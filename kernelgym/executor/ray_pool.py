@@ -90,7 +90,7 @@ class _SandboxedWorkerActor:
         # Its devices are the ones Ray assigned (``devices``: a judge of a GPU backend has one): counting them here
         # would import torch first, seconds before the worker could start (3 s an actor on an H200 host).
         self._executor = LocalExecutor(dataclasses.replace(settings, num_workers=1), build_workers=0, first_cpu=first,
-                                       worker_cpus=count, devices=devices if role == "judge" else 0)
+                                       worker_cpus=count, devices=devices)
         # Its worker starts now, not at the first job: the judge's start overlaps the first builds (at the first job,
         # a warm pool's first verdict came 42 s after the batch began on an H100, against 20 s locally).
         self._executor.warm()
@@ -252,7 +252,11 @@ class RayExecutor:
         custom = dict(resources or {})
         gpus_each = 1 if on_gpu else 0
         judge = body.options(num_cpus=1, num_gpus=gpus_each, resources=custom)
-        judges = [_Slot("judge", i, judge.remote(*args, "judge", i, self.num_workers, None, gpus_each)) for i in range(self.num_workers)]
+
+        def make_judge(i: int) -> Any:
+            return judge.remote(*args, "judge", i, self.num_workers, devices=gpus_each)
+
+        judges = [_Slot("judge", i, make_judge(i)) for i in range(self.num_workers)]
         # Build actors have no GPU: they target the judges' architecture, read where a judge runs. Without it their
         # builds would target every architecture and have other cache keys: every answer built again by its judge.
         build_env = self._ray.get(judges[0].actor.build_environment.remote(backend)) if on_gpu and self.num_builders else None
@@ -260,7 +264,7 @@ class RayExecutor:
             self.num_builders = 0
         builder = body.options(num_cpus=1, num_gpus=0, resources=custom)
         self._make = {"build": lambda i: builder.remote(*args, "build", i, self.num_workers, build_env),
-                      "judge": lambda i: judge.remote(*args, "judge", i, self.num_workers, None, gpus_each)}
+                      "judge": make_judge}
         self._slots = {
             "build": [_Slot("build", i, self._make["build"](i)) for i in range(self.num_builders)],
             "judge": judges,

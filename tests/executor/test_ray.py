@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -298,8 +301,6 @@ def test_each_actor_pins_its_worker_to_cpus_of_its_own(cache_dir: Path) -> None:
 
     Each actor starts its worker as it is made, not at its first job (actors closed at once stop theirs mid-start).
     """
-    import os
-
     from kernelgym.executor.ray_pool import _SandboxedWorkerActor
 
     cpus = len(os.sched_getaffinity(0))
@@ -323,9 +324,6 @@ def test_each_actor_pins_its_worker_to_cpus_of_its_own(cache_dir: Path) -> None:
 def test_an_actor_given_its_gpu_makes_its_executor_without_importing_torch(tmp_path: Path) -> None:
     """A judge actor of a GPU backend is told its device (Ray assigned it): its worker starts without the actor first
     importing torch to count devices (3 s an actor on an H200 host, before the worker could start)."""
-    import subprocess
-    import sys
-
     code = (
         "import sys\n"
         "from kernelgym.executor import PoolSettings\n"
@@ -339,13 +337,10 @@ def test_an_actor_given_its_gpu_makes_its_executor_without_importing_torch(tmp_p
     assert out.stdout.split()[-2:] == ["1", "False"]
 
 
-@pytest.mark.skipif((__import__("os").cpu_count() or 1) < 2, reason="needs two CPUs to restrict the process to one")
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs to restrict the process to one")
 def test_a_local_ray_started_under_a_cpu_restriction_counts_only_the_allowed_cpus(tmp_path: Path) -> None:
     """Ray counts the machine's CPUs; under ``taskset`` (or a scheduler's cpuset) the executor's own Ray instance gets
     the process's CPUs instead, so it does not place more actors than the process has cores."""
-    import subprocess
-    import sys
-
     code = (
         "import os, sys\n"
         "os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
@@ -357,7 +352,7 @@ def test_a_local_ray_started_under_a_cpu_restriction_counts_only_the_allowed_cpu
         "ex.close()\n"
         "print(cpus, ray.is_initialized())\n"
     )
-    env = {k: v for k, v in __import__("os").environ.items() if k != "RAY_ADDRESS"}
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300, check=True,
                          env=env)
     assert out.stdout.split()[-2:] == ["1.0", "False"]
