@@ -22,6 +22,9 @@ Steps, each a separate process as a user would run it, with a fresh build cache
 ``served``
     ``kernelgym eval --server URL`` of the same answer, ``--repeat`` times: each wall
     time end to end (the client process included).
+``served_new``
+    ``kernelgym eval --server URL`` of another task's bundled answer, not built yet: a warm
+    judge's first verdict on a new answer, its own build included.
 """
 
 from __future__ import annotations
@@ -102,8 +105,12 @@ def main() -> int:
     kernelgym = [sys.executable, "-m", "kernelgym.cli"]
     from kernelgym.tasks import load_suite
 
+    suite = load_suite(args.suite)
     answer = out / "answer.py"
-    answer.write_text(load_suite(args.suite)[args.task].solution(args.backend))
+    answer.write_text(suite[args.task].solution(args.backend))
+    # Another answer, never built here: neither the task's nor the one ``serve`` warms up with (its suite's first).
+    own = [task for task in suite if args.backend in task.solutions]
+    new_task = next((task for task in own[1:] if task.id != args.task), None)
     _record(out, "machine", 0.0, host=platform.node(), python=platform.python_version(), cpus=os.cpu_count(),
             date=datetime.date.today().isoformat(), backend=args.backend, task=args.task, cache=str(cache))
 
@@ -135,6 +142,12 @@ def main() -> int:
         for k in range(args.repeat):
             seconds, done = _run([*evaluate, "--server", url], env, 300)
             _record(out, "served", seconds, exit=done.returncode, attempt=k + 1, **_verdict(done))
+        if new_task is not None:
+            new_answer = out / "new_answer.py"
+            new_answer.write_text(new_task.solution(args.backend))
+            seconds, done = _run([*kernelgym, "eval", str(new_answer), "--task", new_task.id, "--suite", args.suite,
+                                  "--backend", args.backend, "--json", "--server", url], env, 900)
+            _record(out, "served_new", seconds, exit=done.returncode, task=new_task.id, **_verdict(done))
     finally:
         server.terminate()
         try:

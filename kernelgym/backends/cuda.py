@@ -462,7 +462,9 @@ class CudaBackend(GpuBackend):
 
     def native_toolchain(self) -> NativeToolchain:
         """g++ and nvcc for this GPU's architecture, with the binding unit's precompiled header and the device unit
-        slimmed where it compiles so (:func:`~kernelgym.backends.trusted_build.slim_device_sources`)."""
+        compiled with a lighter prelude first where it compiles so
+        (:func:`~kernelgym.backends.trusted_build.light_device_sources`, else
+        :func:`~kernelgym.backends.trusted_build.slim_device_sources`)."""
         return NativeToolchain(compilers=("c++", "nvcc"), cuda=True, pch_dir=self._pch, key_extra=self._arch, slim_device_unit=True)
 
     @contextlib.contextmanager

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import importlib
 import json
@@ -48,7 +49,7 @@ from kernelgym.backends.store import ExtensionStore, StoreRecord, judge_dir
 from kernelgym.backends.symbols import ForbiddenSymbol, exported_symbols, forbidden_symbols, imported_symbols
 
 __all__ = ["BuildPlan", "BuiltExtension", "Compile", "NativeToolchain", "StoreBuilder", "built_extension", "compile_in_process",
-           "plan_build", "slim_device_sources"]
+           "light_device_prelude", "light_device_sources", "plan_build", "slim_device_sources"]
 
 # torch/extension.h in a CUDA unit puts pybind11, Python.h and torch's C++ front end through both of nvcc's front ends;
 # kernels and their launchers need what torch/types.h declares (tensors, ATen, factories, dispatch macros), which
@@ -59,6 +60,21 @@ _FULL_HEADER_NAMES = re.compile(
     r"\bpy::|pybind11|PYBIND11_|\bPy(?!Torch)[A-Z_][A-Za-z_]|"
     r"\btorch::(nn|jit|optim|data|serialize|python|autograd|cuda|fft|special|nested|sparse|linalg|xpu|mps|enumtype)\b"
 )
+
+# A launcher needs less still: tensors and their methods (ATen/core/Tensor.h), the dispatch macros and the
+# allocating factories, not ATen's ~2,000 free functions that torch/types.h declares through ATen/ATen.h (a
+# level-2 KernelBench answer's unit: 45 -> 23 CPU s, benchmarks/results/cuda-build-levers.md). A unit is
+# compiled with this light prelude first when every torch::/at:: name it spells is one the prelude declares.
+_LIGHT_FACTORIES = ("empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like")
+_LIGHT_NAMES = frozenset({
+    *_LIGHT_FACTORIES, "Tensor", "TensorOptions", "ScalarType", "Dtype", "Scalar", "Half", "BFloat16", "IntArrayRef",
+    "Device", "DeviceType", "MemoryFormat", "Layout", "optional", "nullopt", "cuda",
+})
+_QUALIFIED_NAME = re.compile(r"\b(?:torch|at)\s*::\s*(\w+)")
+# torch/types.h's own aliases (torch::kFloat32 ...), read from the installed header: the light prelude repeats them.
+_TORCH_ALIAS = re.compile(r"^\s*(using Dtype = [\w:]+;|constexpr auto k\w+ = [\w:]+;)\s*$", re.MULTILINE)
+# What the full prelude would add that a light unit must not depend on: other torch headers, gradients.
+_HEAVY_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](?:torch/(?!extension\.h)|ATen/(?:ATen|Functions)\.h)', re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -76,8 +92,10 @@ class NativeToolchain:
         symbol_backend: whose allow-list of linked symbols applies (default: ``cpp`` without
             device sources, else the device-sources keyword's prefix, ``cuda`` or ``musa``).
         loader: the module whose ``load_inline`` builds (torch's, or torch_musa's).
-        slim_device_unit: compile device sources with ``torch/types.h`` in place of ``torch/extension.h``
-            first (:func:`slim_device_sources`), as written if that fails (torch's CUDA headers).
+        slim_device_unit: compile device sources with a lighter prelude first, as written if that fails
+            (torch's CUDA headers): the light prelude where it declares every name they use
+            (:func:`light_device_sources`), else ``torch/types.h`` in place of ``torch/extension.h``
+            (:func:`slim_device_sources`).
     """
 
     compilers: tuple[str, ...]
@@ -160,6 +178,46 @@ def slim_device_sources(sources: list[str]) -> list[str] | None:
     return [_EXTENSION_INCLUDE.sub("#include <torch/types.h>", s) for s in sources]
 
 
+@functools.cache
+def light_device_prelude() -> tuple[str, ...]:
+    """The lines a light device unit starts with (in place of load_inline's ``torch/types.h``, ``cuda.h``,
+    ``cuda_runtime.h``): ATen's tensor, dispatch macros, the allocating factories, CUDA's headers,
+    and ``namespace torch`` as torch/types.h opens it (``using namespace at`` and its dtype aliases)."""
+    from torch.utils.cpp_extension import include_paths
+
+    aliases: list[str] = []
+    for root in include_paths():
+        header = Path(root) / "torch" / "types.h"
+        if header.is_file():
+            aliases = _TORCH_ALIAS.findall(header.read_text())
+            break
+    return ("#include <ATen/core/Tensor.h>", "#include <ATen/Dispatch.h>",
+            *(f"#include <ATen/ops/{op}.h>" for op in _LIGHT_FACTORIES),
+            "#include <cuda.h>", "#include <cuda_runtime.h>",
+            "namespace torch { using namespace at; " + " ".join(aliases) + " }")
+
+
+def light_device_sources(sources: list[str]) -> list[str] | None:
+    r"""Device sources for :func:`light_device_prelude` (``torch/extension.h`` commented out), or ``None``.
+
+    ``None`` when a source names a ``torch::``/``at::`` name the light prelude does not declare, includes another
+    torch header (or ATen/ATen.h) itself, or asks for gradients (``requires_grad``: torch's factories and ATen's
+    differ there); such sources are compiled as they would be without it. The request's own line numbers are
+    not kept: a unit that does not compile light is compiled again as written, and that log is the one reported.
+
+    Example:
+        >>> light_device_sources(["#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) { return torch::empty_like(x); }"])
+        ['// #include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) { return torch::empty_like(x); }']
+        >>> light_device_sources(["torch::Tensor f(torch::Tensor x) { return torch::relu(x); }"]) is None
+        True
+    """
+    if any(_HEAVY_INCLUDE.search(s) or _FULL_HEADER_NAMES.search(s) or "requires_grad" in s for s in sources):
+        return None
+    if any(name not in _LIGHT_NAMES and not name.startswith("k") for s in sources for name in _QUALIFIED_NAME.findall(s)):
+        return None
+    return [_EXTENSION_INCLUDE.sub(lambda m: "// " + m.group(0).lstrip(), s) for s in sources]
+
+
 def plan_build(toolchain: NativeToolchain, request: dict[str, Any]) -> BuildPlan:
     """Check a build request (flags, include paths, device sources) and compute its content address.
 
@@ -201,6 +259,12 @@ def plan_build(toolchain: NativeToolchain, request: dict[str, Any]) -> BuildPlan
         "extra_include_paths": [str(pch_dir)] if canonical and pch_dir else None,
         **({sources_kw: cu, flags_kw: cuda_flags} if cu else {}),
     }
+    light = light_device_sources(cu) if cu and toolchain.slim_device_unit and sources_kw == "cuda_sources" else None
+    if light is not None:
+        # load_inline's implicit headers are off: the binding unit gets its torch/extension.h back, first as before.
+        return BuildPlan(key, f"kg_{key[:20]}", {**arguments, "no_implicit_headers": True,
+                                                 "cpp_sources": ["#include <torch/extension.h>", *cpp],
+                                                 sources_kw: [*light_device_prelude(), *light]}, fallback=arguments)
     slim = slim_device_sources(cu) if cu and toolchain.slim_device_unit else None
     if slim is not None:
         return BuildPlan(key, f"kg_{key[:20]}", {**arguments, sources_kw: slim}, fallback=arguments)
