@@ -71,6 +71,7 @@ _LIGHT_NAMES = frozenset({
     "Device", "DeviceType", "MemoryFormat", "Layout", "optional", "nullopt", "cuda",
 })
 _QUALIFIED_NAME = re.compile(r"\b(?:torch|at)\s*::\s*(\w+)")
+_CONSTANT = re.compile(r"k[A-Z0-9]\w*")  # kFloat32, kCUDA, kContiguousFormat: dtype, device and layout constants
 # torch/types.h's own aliases (torch::kFloat32 ...), read from the installed header: the light prelude repeats them.
 _TORCH_ALIAS = re.compile(r"^\s*(using Dtype = [\w:]+;|constexpr auto k\w+ = [\w:]+;)\s*$", re.MULTILINE)
 # What the full prelude would add that a light unit must not depend on: other torch headers, gradients.
@@ -122,7 +123,7 @@ class BuildPlan:
         module: the extension's module name (from the key, never the candidate's).
         arguments: the loader's keyword arguments but ``name`` and ``build_directory`` (JSON values).
         fallback: the arguments of the request as written, compiled when ``arguments`` (its device
-            sources slimmed) do not compile; ``None``: ``arguments`` are the request as written.
+            sources with a lighter prelude) do not compile; ``None``: ``arguments`` are the request as written.
     """
 
     key: str
@@ -213,7 +214,7 @@ def light_device_sources(sources: list[str]) -> list[str] | None:
     """
     if any(_HEAVY_INCLUDE.search(s) or _FULL_HEADER_NAMES.search(s) or "requires_grad" in s for s in sources):
         return None
-    if any(name not in _LIGHT_NAMES and not name.startswith("k") for s in sources for name in _QUALIFIED_NAME.findall(s)):
+    if any(name not in _LIGHT_NAMES and not _CONSTANT.fullmatch(name) for s in sources for name in _QUALIFIED_NAME.findall(s)):
         return None
     return [_EXTENSION_INCLUDE.sub(lambda m: "// " + m.group(0).lstrip(), s) for s in sources]
 
@@ -355,9 +356,9 @@ class StoreBuilder:
                 self.compile(plan, Path(directory), timeout)
             except BuildError:
                 left = deadline - time.perf_counter()
-                if plan.fallback is None or left < 1.0:  # a slimmed build that ran out of time says so
+                if plan.fallback is None or left < 1.0:  # a lighter build that ran out of time says so
                     raise
-                # Slimmed, it did not compile: the request as written, whose log is the one reported.
+                # Lighter, it did not compile: the request as written, whose log is the one reported.
                 shutil.rmtree(directory)
                 os.mkdir(directory)
                 self.compile(dataclasses.replace(plan, arguments=plan.fallback, fallback=None), Path(directory), left)

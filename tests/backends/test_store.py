@@ -106,6 +106,7 @@ def test_a_device_unit_that_names_only_tensors_and_factories_is_compiled_with_th
 
 @pytest.mark.parametrize("cu", [
     KERNELBENCH_STYLE_CU.replace("torch::empty_like(x)", "torch::relu(x)"),  # an ATen function beyond the factories
+    KERNELBENCH_STYLE_CU.replace("torch::empty_like(x)", "std::get<0>(at::kthvalue(x, 1))"),  # a function, not a kConstant
     "#include <ATen/ATen.h>\n" + KERNELBENCH_STYLE_CU,  # all of ATen, included by the answer itself
     "#include <torch/torch.h>\n" + BUNDLED_STYLE_CU,
 ])
