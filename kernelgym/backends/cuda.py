@@ -282,7 +282,9 @@ class GpuBackend(Backend):
         env = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
         if device_index is not None:
             visible = os.environ.get(self.visible_devices_env)
-            env[self.visible_devices_env] = pinned_device(device_index, visible, self.device_count())
+            # Devices named (as Ray names an actor's) need no count: counting imports torch, seconds before the worker starts.
+            named = bool(visible and any(entry.strip() for entry in visible.split(",")))
+            env[self.visible_devices_env] = pinned_device(device_index, visible, 0 if named else self.device_count())
         return env
 
     def writable_paths(self, build_root: Path) -> tuple[str, ...]:

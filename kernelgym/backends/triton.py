@@ -137,8 +137,12 @@ class TritonBackend(GpuBackend):
         return not self.device_available()
 
     def worker_environment(self, device_index: int | None = None) -> dict[str, str]:
-        """Pin the worker to its GPU; without a GPU, turn the interpreter on before Triton is imported."""
-        if not self.device_available():
+        """Pin the worker to its GPU; without a GPU, turn the interpreter on before Triton is imported.
+
+        A worker given a device index has a GPU (an executor pins workers only to devices it has, a Ray actor to the
+        one Ray gave it): torch is not asked, which would import it in the caller first.
+        """
+        if device_index is None and not self.device_available():
             return {"TRITON_INTERPRET": "1"}
         return super().worker_environment(device_index)
 

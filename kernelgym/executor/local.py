@@ -77,10 +77,10 @@ class WorkerHandle:
         self.work_dir = Path(tempfile.mkdtemp(prefix=_WORK_DIR_PREFIX))
         (self.work_dir / _OWNER_FILE).write_text(str(os.getpid()))
         parent, child = socket.socketpair()
-        build_root = self.cache_dir / "builds"
         backend = get_backend(self.backend)
-        writable = (str(self.work_dir), str(self.cache_dir), *backend.writable_paths(build_root))
-        policy = asdict(self.policy) | {"writable": list(writable)}
+        # The worker runs no candidate code and is not confined; each candidate gets its own writable paths from its
+        # factory. (Asking the backend here would import torch first for Triton: seconds before the worker starts.)
+        policy = asdict(self.policy)
         log = open(self.work_dir / "worker.log", "wb")  # noqa: SIM115 (handed to the child)
         try:
             self.process = subprocess.Popen(
@@ -308,8 +308,11 @@ class LocalExecutor:
         backend_obj = get_backend(backend)
         devices = backend_obj.device_count() if devices is None else devices
         self.num_workers = settings.num_workers or devices or max(1, min(4, os.cpu_count() or 1))
+        # A worker with a device has no address-space limit (a device runtime reserves terabytes); asked of a Triton
+        # backend told its devices, that would import torch to find a GPU it was given.
+        limit_ok = backend_obj.device_type == "cpu" if devices else backend_obj.address_space_limit_ok
         self.policy = SandboxPolicy(
-            memory_gb=settings.memory_limit_gb if backend_obj.address_space_limit_ok else None,
+            memory_gb=settings.memory_limit_gb if limit_ok else None,
             threads=settings.threads_per_worker,
         )
         judges = [

@@ -60,6 +60,12 @@ def _reason(exc: Exception) -> str:
     return " ".join(str(exc).split())[:600]
 
 
+def _only_this_node(ray: Any) -> bool:
+    """Whether the Ray cluster is this process's node alone (every actor then runs on this machine)."""
+    alive = [node for node in ray.nodes() if node.get("Alive")]
+    return len(alive) == 1 and alive[0].get("NodeID") == ray.get_runtime_context().get_node_id()
+
+
 def _local_cpus(ray_address: str | None) -> dict[str, int]:
     """``num_cpus`` for a new local Ray instance started by a process restricted to some CPUs (``taskset``, a
     scheduler's cpuset): Ray counts the machine's CPUs, so it would place more actors than the process has cores.
@@ -259,7 +265,12 @@ class RayExecutor:
         judges = [_Slot("judge", i, make_judge(i)) for i in range(self.num_workers)]
         # Build actors have no GPU: they target the judges' architecture, read where a judge runs. Without it their
         # builds would target every architecture and have other cache keys: every answer built again by its judge.
-        build_env = self._ray.get(judges[0].actor.build_environment.remote(backend)) if on_gpu and self.num_builders else None
+        # On a cluster of this one node (a local Ray) that is here, so the build actors start beside the judges
+        # instead of once a judge actor is up.
+        build_env = None
+        if on_gpu and self.num_builders:
+            build_env = (get_backend(backend).build_worker_environment() if _only_this_node(self._ray)
+                         else self._ray.get(judges[0].actor.build_environment.remote(backend)))
         if on_gpu and not build_env:  # a backend that builds where it runs (Triton), or no architecture to read
             self.num_builders = 0
         builder = body.options(num_cpus=1, num_gpus=0, resources=custom)

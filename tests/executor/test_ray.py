@@ -15,7 +15,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from kernelgym import Verifier  # noqa: E402
-from kernelgym.executor import PoolSettings  # noqa: E402
+from kernelgym.executor import PoolSettings, ray_pool  # noqa: E402
 from kernelgym.executor.ray_pool import ActorInfo, RayExecutor  # noqa: E402
 from kernelgym.tasks import TaskSuite  # noqa: E402
 from kernelgym.verifier import VerifierConfig  # noqa: E402
@@ -275,6 +275,21 @@ def test_answers_submitted_one_by_one_share_the_pipeline(ray_cluster: None, cach
     assert result.status is Status.OK and result.task_id == job.task.id
 
 
+def test_build_actors_read_the_architecture_here_only_on_a_cluster_of_this_node_alone(ray_cluster: None) -> None:
+    """A local Ray's judges run on this machine: the build actors' architecture is read here and they start beside the
+    judges. On a cluster of several nodes it is read where a judge runs."""
+    assert ray_pool._only_this_node(ray)
+
+    class TwoNodes:
+        @staticmethod
+        def nodes() -> list[dict]:
+            return [*ray.nodes(), {"NodeID": "another", "Alive": True}]
+
+        get_runtime_context = staticmethod(ray.get_runtime_context)
+
+    assert not ray_pool._only_this_node(TwoNodes)
+
+
 def test_close_and_ray_shutdown_leave_no_worker_or_actor_process(ray_cluster: None, cache_dir: Path, cpu_suite: TaskSuite) -> None:
     """Runs last in this module: it shuts Ray down."""
     relu = cpu_suite["level1/1_ReLU"]
@@ -335,6 +350,26 @@ def test_an_actor_given_its_gpu_makes_its_executor_without_importing_torch(tmp_p
     )
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split()[-2:] == ["1", "False"]
+
+
+@pytest.mark.parametrize("backend", ["cuda", "triton"])
+def test_a_judge_actor_starts_its_worker_without_importing_torch(backend: str, tmp_path: Path) -> None:
+    """What a Ray judge actor does before its worker's process starts (the executor, the worker's environment, with
+    the GPU Ray named in ``CUDA_VISIBLE_DEVICES``) imports no torch: each import cost seconds per batch on an H100 host."""
+    code = (
+        "import sys\n"
+        "from kernelgym.backends import get_backend\n"
+        "from kernelgym.executor import PoolSettings\n"
+        "from kernelgym.executor.local import LocalExecutor\n"
+        f"ex = LocalExecutor(PoolSettings(backend={backend!r}, num_workers=1, cache_dir=sys.argv[1]), build_workers=0, devices=1)\n"
+        "worker = ex._judges.workers[0]\n"
+        "env = get_backend(worker.backend).worker_environment(worker.device_index)\n"
+        "ex.close()\n"
+        "print(env.get('CUDA_VISIBLE_DEVICES'), worker.policy.memory_gb, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120, check=True,
+                         env={**os.environ, "CUDA_VISIBLE_DEVICES": "3"})
+    assert out.stdout.split()[-3:] == ["3", "None", "False"]
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs to restrict the process to one")
