@@ -166,9 +166,18 @@ def pinned_device(index: int, visible: str | None, count: int) -> str:
         >>> pinned_device(1, "2,3", 2), pinned_device(2, None, 2)
         ('3', '0')
     """
-    entries = [e.strip() for e in visible.split(",") if e.strip()] if visible else []
-    entries = entries or [str(i) for i in range(max(count, 1))]
+    entries = _visible_entries(visible) or [str(i) for i in range(max(count, 1))]
     return entries[index % len(entries)]
+
+
+def _visible_entries(visible: str | None) -> list[str]:
+    """The device ids a ``*_VISIBLE_DEVICES`` value names (none when it is unset or empty).
+
+    Example:
+        >>> _visible_entries(" 2, 3,"), _visible_entries(None)
+        (['2', '3'], [])
+    """
+    return [e.strip() for e in visible.split(",") if e.strip()] if visible else []
 
 
 LEAD_IN_MS = 1.0
@@ -283,8 +292,8 @@ class GpuBackend(Backend):
         if device_index is not None:
             visible = os.environ.get(self.visible_devices_env)
             # Devices named (as Ray names an actor's) need no count: counting imports torch, seconds before the worker starts.
-            named = bool(visible and any(entry.strip() for entry in visible.split(",")))
-            env[self.visible_devices_env] = pinned_device(device_index, visible, 0 if named else self.device_count())
+            count = 0 if _visible_entries(visible) else self.device_count()
+            env[self.visible_devices_env] = pinned_device(device_index, visible, count)
         return env
 
     def writable_paths(self, build_root: Path) -> tuple[str, ...]:

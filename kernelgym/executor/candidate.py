@@ -490,8 +490,7 @@ def main(argv: list[str]) -> int:
     """The factory: ``argv`` = [control fd, cache_dir, policy_json, backend]; forks one candidate per request."""
     die_with_parent()
     fd, cache_dir, policy_json, backend_name = int(argv[0]), Path(argv[1]), argv[2], argv[3]
-    raw = json.loads(policy_json)
-    policy = SandboxPolicy(**{**raw, "writable": tuple(raw["writable"])})
+    policy = SandboxPolicy(**json.loads(policy_json))
     backend, observer = prepare_factory(cache_dir, backend_name)
     missing = seccomp_unavailable()
     if missing:  # candidates run with Landlock, limits and no privileges, without the system-call filter

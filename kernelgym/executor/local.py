@@ -78,8 +78,7 @@ class WorkerHandle:
         (self.work_dir / _OWNER_FILE).write_text(str(os.getpid()))
         parent, child = socket.socketpair()
         backend = get_backend(self.backend)
-        # The worker runs no candidate code and is not confined; each candidate gets its own writable paths from its
-        # factory. (Asking the backend here would import torch first for Triton: seconds before the worker starts.)
+        # The worker runs no candidate code and is not confined: each candidate's writable paths come from its factory.
         policy = asdict(self.policy)
         log = open(self.work_dir / "worker.log", "wb")  # noqa: SIM115 (handed to the child)
         try:

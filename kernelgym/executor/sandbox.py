@@ -55,8 +55,6 @@ class SandboxPolicy:
         memory_gb: address-space limit (``None``: none; CUDA needs a large virtual space).
         file_size_gb: largest file the worker may write (a precompiled header is ~0.8 GB).
         max_processes: process limit (enforced by the kernel for non-root users only).
-        writable: directories a confined process may write beneath; everything else is read-only (a candidate's
-            are set per candidate by its factory; the trusted worker is not confined).
         threads: OpenMP/torch threads per worker.
         cpu: index (into the CPUs this process may use) of the first CPU the worker and its candidates
             are pinned to (``None``: not pinned). The reference and the candidate run on it alike.
@@ -67,7 +65,6 @@ class SandboxPolicy:
     memory_gb: float | None = 16.0
     file_size_gb: float = 2.0
     max_processes: int = 4096
-    writable: tuple[str, ...] = ()
     threads: int = 1
     cpu: int | None = None
     cpu_count: int = 1

@@ -54,8 +54,7 @@ def main(argv: list[str]) -> int:
     """Run the worker loop; ``argv`` = [fd, work_dir, cache_dir, policy_json, backend]."""
     die_with_parent()
     fd, work_dir, cache_dir, policy_json, backend_name = int(argv[0]), Path(argv[1]), Path(argv[2]), argv[3], argv[4]
-    raw = json.loads(policy_json)
-    policy = SandboxPolicy(**{**raw, "writable": tuple(raw["writable"])})
+    policy = SandboxPolicy(**json.loads(policy_json))
     conn = Connection(socket.socket(fileno=fd).detach())
     os.chdir(work_dir)
     apply_limits(policy)
