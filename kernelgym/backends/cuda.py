@@ -33,6 +33,7 @@ from typing import Any
 
 from kernelgym.backends.base import Backend, BuildRecord, KernelTracker, register_backend
 from kernelgym.backends.native import ensure_pch, intercept_load_inline
+from kernelgym.backends.probe import cuda_home, nvml_gpu_count, torch_build
 from kernelgym.backends.trusted_build import NativeToolchain
 
 __all__ = [
@@ -425,23 +426,30 @@ class CudaBackend(GpuBackend):
     )
 
     def unavailable_reason(self) -> str | None:
-        """A GPU, PyTorch built with CUDA, nvcc and ninja must all be there."""
-        import torch
-
-        if torch.version.cuda is None:
+        """A GPU, PyTorch built with CUDA, nvcc and ninja must all be there (asked without importing torch where
+        the driver's NVML answers: :mod:`kernelgym.backends.probe`)."""
+        build = torch_build()
+        if build is None:
+            return "PyTorch is not installed (`pip install torch`, a CUDA build)"
+        version, cuda = build
+        if cuda is None:
             return (
-                f"PyTorch {torch.__version__} was built without CUDA; install a CUDA build of torch, "
+                f"PyTorch {version} was built without CUDA; install a CUDA build of torch, "
                 "or use backend='cpp' (C++ on the CPU) or backend='triton' (Triton's interpreter) here"
             )
-        if not self.device_available():
+        if self.device_count() == 0:
             return "no CUDA GPU is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)"
-        from torch.utils.cpp_extension import CUDA_HOME
-
-        if CUDA_HOME is None or shutil.which("nvcc", path=os.path.join(CUDA_HOME, "bin") + os.pathsep + os.environ.get("PATH", "")) is None:
+        home = cuda_home()
+        if home is None or shutil.which("nvcc", path=os.path.join(home, "bin") + os.pathsep + os.environ.get("PATH", "")) is None:
             return "nvcc (the CUDA toolkit) was not found; set CUDA_HOME or put nvcc on PATH"
         if shutil.which("ninja") is None:
             return "'ninja' was not found on PATH (`pip install ninja`)"
         return None
+
+    def device_count(self) -> int:
+        """Visible GPUs: the driver's count through NVML (no torch import, no CUDA context), else torch's."""
+        count = nvml_gpu_count(os.environ.get(self.visible_devices_env))
+        return super().device_count() if count is None else count
 
     def __init__(self) -> None:
         super().__init__()

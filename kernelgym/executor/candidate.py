@@ -449,12 +449,12 @@ def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPo
     if not backend.host_array_libraries_needed:  # host array libraries cannot compute outputs: not importable
         for name in BLOCKED_MODULES:
             sys.modules[name] = None  # type: ignore[assignment]
-    side = CandidateSide(backend, directory, build_root, observer)
+    side = CandidateSide(backend, directory, build_root, observer, watch_state=not policy.builds_only)
     conn.send_bytes(json.dumps({"ready": True, "confinement": confinement, "observer": observer is not None}).encode())
     side.serve(_CommandReader(fd), conn.send_bytes)
 
 
-def prepare_factory(cache_dir: Path, backend_name: str) -> tuple[Any, Any]:
+def prepare_factory(cache_dir: Path, backend_name: str, watch_state: bool = True) -> tuple[Any, Any]:
     """What every candidate inherits: torch and the candidate side imported, the backend's host setup, the observer.
 
     Nothing here may initialize a GPU driver, or every forked candidate fails to create its device context.
@@ -470,6 +470,9 @@ def prepare_factory(cache_dir: Path, backend_name: str) -> tuple[Any, Any]:
     torch.backends.cudnn.allow_tf32 = False
 
     import kernelgym.verifier.candidate_side  # noqa: F401
+
+    if watch_state:  # what a global-state snapshot imports first (seconds): once here, not in every candidate
+        import torch._dynamo  # noqa: F401
     from kernelgym.backends import get_backend
     from kernelgym.backends.aten_observer import load_observer
     from kernelgym.backends.native import BuildError
@@ -491,7 +494,7 @@ def main(argv: list[str]) -> int:
     die_with_parent()
     fd, cache_dir, policy_json, backend_name = int(argv[0]), Path(argv[1]), argv[2], argv[3]
     policy = SandboxPolicy(**json.loads(policy_json))
-    backend, observer = prepare_factory(cache_dir, backend_name)
+    backend, observer = prepare_factory(cache_dir, backend_name, watch_state=not policy.builds_only)
     missing = seccomp_unavailable()
     if missing:  # candidates run with Landlock, limits and no privileges, without the system-call filter
         print(f"kernelgym: candidates run without a seccomp filter ({missing})", flush=True)

@@ -327,7 +327,7 @@ class LocalExecutor:
         if build_workers and build_env is not None:
             # Builders share every CPU the judges do not use, so a build's compile steps run side by side.
             shared = replace(self.policy, cpu=first_cpu + self.num_workers,
-                             cpu_count=max(1, len(os.sched_getaffinity(0)) - first_cpu - self.num_workers))
+                             cpu_count=max(1, len(os.sched_getaffinity(0)) - first_cpu - self.num_workers), builds_only=True)
             builders = [WorkerHandle(backend, self.cache_dir, shared, None, build_env) for _ in range(build_workers)]
             self._builders = _WorkerPool(builders, "kernelgym-build")
         self._closed = False

@@ -60,6 +60,9 @@ class SandboxPolicy:
             are pinned to (``None``: not pinned). The reference and the candidate run on it alike.
         cpu_count: how many CPUs from ``cpu`` on (a judge: one; build-ahead workers share the rest, so
             a build's compile steps run side by side).
+        builds_only: a build-ahead worker: its candidates are loaded for their builds and never judged, so
+            they keep no watch on global state (that takes importing ``torch._dynamo``: seconds of every
+            build worker's start); the worker refuses a job to judge.
     """
 
     memory_gb: float | None = 16.0
@@ -68,6 +71,7 @@ class SandboxPolicy:
     threads: int = 1
     cpu: int | None = None
     cpu_count: int = 1
+    builds_only: bool = False
 
 
 def scrubbed_environment(work_dir: Path, cache_dir: Path, threads: int) -> dict[str, str]:

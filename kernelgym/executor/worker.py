@@ -66,13 +66,18 @@ def main(argv: list[str]) -> int:
     candidates = work_dir / "candidates"
     candidates.mkdir()
     factory = CandidateFactory(backend_name, cache_dir, policy, dict(os.environ), candidates)
+    # And the first build sandbox, where builds target a device: it imports the loader meanwhile too.
+    from kernelgym.backends import get_backend
+    from kernelgym.executor.builder import SandboxedCompile
+
+    backend = get_backend(backend_name)
+    planned = backend.native_toolchain()
+    compile_apart = SandboxedCompile(planned.loader, ahead=planned.cuda) if planned is not None else None
 
     import torch
 
-    from kernelgym.backends import get_backend
     from kernelgym.backends.native import prepare_floor
     from kernelgym.backends.trusted_build import StoreBuilder
-    from kernelgym.executor.builder import sandboxed_compile
     from kernelgym.verifier.harness import runtime_roots
     from kernelgym.verifier.judge import judge
     from kernelgym.verifier.presets import get_preset
@@ -82,7 +87,6 @@ def main(argv: list[str]) -> int:
     # fp32 references compute in full fp32: cuDNN's default TF32 convolutions are ~1e-3 off, which no exact
     # answer could match within the fp32 tolerance (matmuls already default to full precision).
     torch.backends.cudnn.allow_tf32 = False
-    backend = get_backend(backend_name)
     build_root = cache_dir / "builds"
     build_root.mkdir(parents=True, exist_ok=True)
     # The worker runs no candidate code, so it is not confined to its directory: a process confined
@@ -99,7 +103,7 @@ def main(argv: list[str]) -> int:
         floor.result()
     toolchain = backend.native_toolchain()
     # The trusted build step: candidates ask, this worker checks, compiles apart and publishes into the store.
-    builder = StoreBuilder(build_root, toolchain, sandboxed_compile(toolchain.loader)) if toolchain is not None else None
+    builder = StoreBuilder(build_root, toolchain, compile_apart) if toolchain is not None and compile_apart is not None else None
     os.sched_setaffinity(0, mine)
 
     def spawn() -> CandidateProcess:
@@ -152,6 +156,9 @@ def main(argv: list[str]) -> int:
                 return 0
             if job is None:
                 return 0
+            if policy.builds_only and not job.build_only:  # its candidates keep no watch on global state
+                conn.send(("failed", "a build-ahead worker was sent an answer to judge; it only builds"))
+                continue
             sweep()
             jobs += 1
             job_dir = work_dir / f"job{jobs}"
@@ -182,6 +189,8 @@ def main(argv: list[str]) -> int:
             spare.close()
         sweep()
         factory.close()
+        if compile_apart is not None:
+            compile_apart.close()
 
 
 if __name__ == "__main__":

@@ -283,9 +283,11 @@ class CandidateSide:
         work_dir: the candidate's private directory (module files go here).
         build_root: the content-addressed build cache.
         observer: the ATen observer below Python (:mod:`kernelgym.backends.aten_observer`), if it could be built.
+        watch_state: snapshot the process's global state before the answer loads, and report what it changed
+            (``False`` only in a build-ahead worker's candidates, which are never judged).
     """
 
-    def __init__(self, backend: Backend, work_dir: Path, build_root: Path, observer: Any = None) -> None:
+    def __init__(self, backend: Backend, work_dir: Path, build_root: Path, observer: Any = None, watch_state: bool = True) -> None:
         self.backend = backend
         self.observer = observer
         self.work_dir = work_dir
@@ -293,7 +295,7 @@ class CandidateSide:
         self.tracker = KernelTracker()
         self.builds: list[BuildRecord] = []
         self.device = backend.device()
-        self.state = GlobalState.capture()
+        self.state = GlobalState.capture() if watch_state else None
         self.module: ModuleType | None = None
         self.model: torch.nn.Module | None = None
         self.inputs: list[Any] = []
@@ -473,7 +475,7 @@ class CandidateSide:
         return reply
 
     def _state_changes(self) -> list[str]:
-        return GlobalState.capture().changes_since(self.state)
+        return GlobalState.capture().changes_since(self.state) if self.state is not None else []
 
     def serve(self, receive: Any, send_bytes: Any) -> None:
         """Answer commands ``(name, nonce, *args)`` until ``exit`` or a closed channel; replies echo the nonce.

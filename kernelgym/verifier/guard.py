@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch._dynamo  # noqa: F401  (its import wraps torch.manual_seed & co.; do it before any snapshot)
 from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["AtenGuard", "GlobalState", "ALLOWED_ATEN_OPS", "compute_ops"]
@@ -100,7 +99,10 @@ class GlobalState:
 
     @classmethod
     def capture(cls) -> GlobalState:
-        """Snapshot the current process state."""
+        """Snapshot the current process state (importing ``torch._dynamo`` first: its import wraps
+        ``torch.manual_seed`` and others, which a candidate that imports it must not be blamed for)."""
+        import torch._dynamo  # noqa: F401  (seconds the first time: a candidate's factory does it before forking)
+
         flags = (
             ("torch.backends.cudnn.benchmark", torch.backends.cudnn.benchmark),
             ("torch.backends.cudnn.deterministic", torch.backends.cudnn.deterministic),

@@ -37,6 +37,32 @@ def test_cuda_backend_refuses_clearly_without_a_gpu() -> None:
         Verifier(backend="cuda")
 
 
+@no_cuda
+def test_the_refusal_and_the_gpu_count_import_no_torch_in_the_caller() -> None:
+    """A new ``kernelgym eval`` starts its workers sooner: torch's import took 3-5 s of its first verdict on an H100."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom kernelgym import Verifier\nfrom kernelgym.errors import BackendUnavailableError\n"
+            "try:\n    Verifier(backend='cuda')\nexcept BackendUnavailableError as exc:\n    print(exc)\n"
+            "print('torch imported' if 'torch' in sys.modules else 'no torch')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.splitlines() == [f"backend 'cuda' cannot run here: {get_backend('cuda').unavailable_reason()}", "no torch"]
+
+
+def test_the_callers_gpu_count_follows_the_visible_devices_as_torch_counts_them() -> None:
+    from kernelgym.backends.probe import visible_count
+
+    assert [visible_count(v, 4) for v in (None, "", "3", "2,3", "1,7,2", "0,0", "1,-1,2", " 1 , 2")] == [4, 0, 1, 2, 1, 0, 1, 2]
+    assert visible_count("GPU-5e9c1a", 4) is None  # named by UUID: only the CUDA runtime can count them
+
+
+def test_the_caller_reads_torchs_build_without_importing_it() -> None:
+    from kernelgym.backends.probe import torch_build
+
+    assert torch_build() == (torch.__version__, torch.version.cuda)
+
+
 @pytest.mark.parametrize(
     ("name", "expected"),
     [

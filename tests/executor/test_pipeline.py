@@ -95,3 +95,29 @@ def test_build_workers_default_to_half_the_cpus_less_the_judges_as_memory_allows
     assert default_build_workers(1) == 2  # 4 GB a build worker
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
     assert default_build_workers(2) == 0
+
+
+def test_a_build_ahead_worker_builds_without_watching_global_state_and_refuses_to_judge(cache_dir: Path, cpu_suite) -> None:
+    """Its candidates skip the global-state snapshot (importing ``torch._dynamo`` for it took seconds of every build
+    worker's start); the judge that gives the verdict watches it, and a build worker never judges."""
+    from dataclasses import replace
+
+    from kernelgym.executor.local import WorkerHandle
+    from kernelgym.executor.sandbox import SandboxPolicy
+
+    task = cpu_suite["level1/1_ReLU"]
+    # Given to the workers as it is (the static rules would refuse it first): its import changes the thread count.
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=CONFIG) as verifier:
+        clean = verifier.prepare(task, task.solution("cpp"))
+        assert not isinstance(clean, EvalResult)
+        job = replace(clean, code="import torch\ntorch.set_num_threads(3)\n" + clean.code)
+        judged = verifier.executor.run_many([job])[0]
+    assert judged.status is Status.ILLEGAL and "thread count" in judged.feedback, judged.feedback
+    worker = WorkerHandle("cpp", cache_dir, SandboxPolicy(builds_only=True))
+    try:
+        built = worker.run(replace(job, build_only=True))
+        refused = worker.run(job)
+    finally:
+        worker.stop()
+    assert built.status is Status.OK, built.feedback
+    assert refused.status is Status.JUDGE_ERROR and "only builds" in refused.judge_reason, refused.judge_reason
