@@ -289,6 +289,7 @@ class LocalExecutor:
         devices: devices the judges are pinned to, one each in turn (default: the backend's visible devices,
             which imports the device library; a Ray actor, whose devices Ray assigned, passes them and starts
             its worker without that import).
+        builds_only: every worker only builds (a Ray build actor's): see ``SandboxPolicy.builds_only``.
 
     Example:
         >>> ex = LocalExecutor(PoolSettings(backend="cpp", num_workers=1))
@@ -297,7 +298,7 @@ class LocalExecutor:
 
     def __init__(self, settings: PoolSettings | None = None, build_workers: int | None = None,
                  cache_max_gb: float | None = None, first_cpu: int = 0, worker_cpus: int = 1,
-                 devices: int | None = None) -> None:
+                 devices: int | None = None, builds_only: bool = False) -> None:
         settings = settings or PoolSettings()
         self.backend = backend = settings.backend
         self.cache_dir = Path(settings.cache_dir) if settings.cache_dir is not None else default_cache_dir()
@@ -313,6 +314,7 @@ class LocalExecutor:
         self.policy = SandboxPolicy(
             memory_gb=settings.memory_limit_gb if limit_ok else None,
             threads=settings.threads_per_worker,
+            builds_only=builds_only,
         )
         judges = [
             WorkerHandle(backend, self.cache_dir, replace(self.policy, cpu=first_cpu + i, cpu_count=worker_cpus),

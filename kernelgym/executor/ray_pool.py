@@ -96,7 +96,7 @@ class _SandboxedWorkerActor:
         # Its devices are the ones Ray assigned (``devices``: a judge of a GPU backend has one): counting them here
         # would import torch first, seconds before the worker could start (3 s an actor on an H200 host).
         self._executor = LocalExecutor(dataclasses.replace(settings, num_workers=1), build_workers=0, first_cpu=first,
-                                       worker_cpus=count, devices=devices)
+                                       worker_cpus=count, devices=devices, builds_only=role == "build")
         # Its worker starts now, not at the first job: the judge's start overlaps the first builds (at the first job,
         # a warm pool's first verdict came 42 s after the batch began on an H100, against 20 s locally).
         self._executor.warm()

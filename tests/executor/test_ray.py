@@ -326,6 +326,7 @@ def test_each_actor_pins_its_worker_to_cpus_of_its_own(cache_dir: Path) -> None:
         try:
             (worker,) = actor._executor._judges.workers
             placed[role, index] = (worker.policy.cpu, worker.policy.cpu_count)
+            assert worker.policy.builds_only is (role == "build")  # a build actor's candidates are never judged
             assert actor._executor._builders is None  # the pool builds ahead; an actor has no build workers of its own
             if (role, index) == ("judge", 0):
                 actor._executor._judges.threads.submit(lambda: None).result(timeout=300)  # queued behind the start
