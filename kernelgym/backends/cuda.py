@@ -37,11 +37,13 @@ from kernelgym.backends.probe import cuda_home, nvml_gpu_count, torch_build
 from kernelgym.backends.trusted_build import NativeToolchain
 
 __all__ = [
+    "CONTEXT_BYTES",
     "CudaBackend",
     "EventTimer",
     "GpuBackend",
     "LEAD_IN_MS",
     "free_blocks",
+    "held_elsewhere",
     "l2_flush_bytes",
     "poison_block_bytes",
     "peak_bandwidth_gbs",
@@ -179,6 +181,23 @@ def _visible_entries(visible: str | None) -> list[str]:
         (['2', '3'], [])
     """
     return [e.strip() for e in visible.split(",") if e.strip()] if visible else []
+
+
+CONTEXT_BYTES = 1024**3
+"""What one process's device context may hold beyond its allocator's memory (CUDA's context, cuBLAS's workspace)."""
+
+
+def held_elsewhere(free: int, total: int, reserved: int, processes: int) -> int:
+    """Device bytes held outside ``processes`` processes whose allocators reserve ``reserved`` in all (never negative).
+
+    Example:
+        >>> GiB = 1024**3
+        >>> held_elsewhere(free=1 * GiB, total=80 * GiB, reserved=2 * GiB, processes=2) // GiB
+        75
+        >>> held_elsewhere(free=70 * GiB, total=80 * GiB, reserved=9 * GiB, processes=2)
+        0
+    """
+    return max(0, total - free - reserved - processes * CONTEXT_BYTES)
 
 
 LEAD_IN_MS = 1.0
@@ -341,6 +360,24 @@ class GpuBackend(Backend):
         # Builds target this GPU only; the arch enters the build cache key, so GPUs of other kinds never share a build.
         self._arch = os.environ.get(self.arch_list_env) or self.arch_string(major, minor)
         os.environ[self.arch_list_env] = self._arch
+
+    def memory_held_elsewhere(self, processes: int = 2, settle_seconds: float = 2.0) -> tuple[int, int]:
+        """(bytes of this GPU held by processes other than this one and ``processes - 1`` others of its own, total bytes).
+
+        What is not free, less this process's allocator and :data:`CONTEXT_BYTES` for each of ``processes`` device
+        contexts (this worker's and the candidates it forked ahead). The least of readings over ``settle_seconds``:
+        a process just killed gives its memory back with a lag.
+        """
+        api = self.api()
+        deadline, least, total = time.monotonic() + settle_seconds, None, 0
+        while True:
+            api.empty_cache()
+            free, total = (int(v) for v in api.mem_get_info())
+            held = held_elsewhere(free, total, int(api.memory_reserved()), processes)
+            least = held if least is None else min(least, held)
+            if least == 0 or time.monotonic() >= deadline:
+                return least, total
+            time.sleep(0.2)
 
     def device_name(self) -> str:
         """The GPU's name (read once; a device in an error state cannot be asked again)."""

@@ -30,13 +30,19 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kernelgym.executor.sandbox import SandboxPolicy, apply_limits, die_with_parent, kill_session
+
+if TYPE_CHECKING:
+    from kernelgym.verifier.result import EvalResult
 
 __all__ = ["main"]
 
 _CANDIDATE_STARTUP_SECONDS = 300.0
 _QUIET_SECONDS = 60.0
+_FOREIGN_MEMORY_SHARE = 0.25
+"""An answer's device out-of-memory is the judge's failure when other processes held more than this share of the device."""
 
 
 def _cpus(policy: SandboxPolicy) -> tuple[set[int], set[int]]:
@@ -180,6 +186,10 @@ def main(argv: list[str]) -> int:
                 shutil.rmtree(job_dir, ignore_errors=True)
                 if backend.device_type != "cpu":
                     getattr(torch, backend.device_type).empty_cache()  # the next candidate gets the device memory this job's buffers held
+            if result is not None and result.status is Status.RUNTIME_ERROR and "out of memory" in result.feedback \
+                    and backend.device_type != "cpu":
+                sweep()  # the candidate's process gone, its memory given back
+                result = _unless_memory_held_elsewhere(result, backend, 1 + len(spares))
             if result is not None:
                 # A worker whose GPU saw a fault may be in a bad state: replace it.
                 discard = result.status in (Status.RUNTIME_ERROR, Status.JUDGE_ERROR) and backend.device_type != "cpu"
@@ -191,6 +201,24 @@ def main(argv: list[str]) -> int:
         factory.close()
         if compile_apart is not None:
             compile_apart.close()
+
+
+def _unless_memory_held_elsewhere(result: EvalResult, backend: Any, processes: int) -> EvalResult:
+    """An answer's device out-of-memory, or the judge's failure if other processes held much of the device
+    (measured here, after the candidate's process is gone: not taken from what the candidate reported)."""
+    from kernelgym.verifier.feedback import JUDGE_ERROR_FEEDBACK
+    from kernelgym.verifier.result import Status
+
+    try:
+        elsewhere, total = backend.memory_held_elsewhere(processes)
+    except Exception:  # a device that cannot say leaves the verdict as it is
+        return result
+    if not total or elsewhere <= _FOREIGN_MEMORY_SHARE * total:
+        return result
+    reason = (f"The device ran out of memory while {elsewhere / 1024**3:.1f} of its {total / 1024**3:.1f} GiB were held "
+              f"by processes other than this judge's. The answer's error: {result.feedback[:500]}")
+    return result.with_changes(status=Status.JUDGE_ERROR, feedback=JUDGE_ERROR_FEEDBACK, judge_reason=reason, score=0.0,
+                               legal=False, correct=False, violations=())
 
 
 if __name__ == "__main__":

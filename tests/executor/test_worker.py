@@ -64,3 +64,32 @@ def test_a_failure_of_the_judge_is_flagged_and_says_it_is_not_the_answers() -> N
     assert "boom" not in judged.feedback and "Hint" not in judged.feedback and "not counted" in judged.feedback
     crashed = failure_result(job, Status.RUNTIME_ERROR, "The worker crashed during the check stage: SIGSEGV", "check")
     assert crashed.flags == () and crashed.compiled
+
+
+class _Device:
+    """Stands in for a GPU backend: what its memory reading says."""
+
+    def __init__(self, reading: tuple[int, int] | None) -> None:
+        self.reading = reading
+
+    def memory_held_elsewhere(self, processes: int) -> tuple[int, int]:
+        if self.reading is None:
+            raise RuntimeError("no device")
+        return self.reading
+
+
+def test_a_device_out_of_memory_is_the_judges_failure_when_other_processes_held_the_device() -> None:
+    """At 2655f3a an honest answer's timed call ran out of memory with another process holding 76.79 of 79.18 GiB, and
+    was paid out as its ``runtime_error``. The worker reads the device itself, after the candidate's process is gone."""
+    from kernelgym.executor.worker import _unless_memory_held_elsewhere
+    from kernelgym.verifier.feedback import conclude
+    from kernelgym.verifier.result import Status
+
+    gib = 1024**3
+    answer_oom = conclude("level1/84_conv", "cuda", Status.RUNTIME_ERROR, compiled=True,
+                          details=["Your forward raised OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."])
+    crowded = _unless_memory_held_elsewhere(answer_oom, _Device((int(76.8 * gib), 80 * gib)), 2)
+    assert crowded.status is Status.JUDGE_ERROR and crowded.score == 0.0
+    assert "76.8 of its 80.0 GiB" in crowded.judge_reason and "held by processes other" not in crowded.feedback
+    assert _unless_memory_held_elsewhere(answer_oom, _Device((2 * gib, 80 * gib)), 2) is answer_oom  # its own
+    assert _unless_memory_held_elsewhere(answer_oom, _Device(None), 2) is answer_oom  # no reading: as it was
