@@ -59,9 +59,7 @@ class SandboxedCompile:
         try:
             log, _ = process.communicate(spec, timeout=timeout)
         except subprocess.TimeoutExpired:
-            kill_group(process.pid)
-            process.kill()
-            process.communicate()
+            _stop(process)
             raise BuildError(f"the build took longer than its {timeout:.0f} s budget and was stopped") from None
         finally:
             kill_group(process.pid)  # nothing it started outlives it

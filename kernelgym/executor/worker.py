@@ -206,7 +206,7 @@ def main(argv: list[str]) -> int:
 def _unless_memory_held_elsewhere(result: EvalResult, backend: Any, processes: int) -> EvalResult:
     """An answer's device out-of-memory, or the judge's failure if other processes held much of the device
     (measured here, after the candidate's process is gone: not taken from what the candidate reported)."""
-    from kernelgym.verifier.feedback import JUDGE_ERROR_FEEDBACK
+    from kernelgym.verifier.feedback import conclude
     from kernelgym.verifier.result import Status
 
     try:
@@ -217,8 +217,9 @@ def _unless_memory_held_elsewhere(result: EvalResult, backend: Any, processes: i
         return result
     reason = (f"The device ran out of memory while {elsewhere / 1024**3:.1f} of its {total / 1024**3:.1f} GiB were held "
               f"by processes other than this judge's. The answer's error: {result.feedback[:500]}")
-    return result.with_changes(status=Status.JUDGE_ERROR, feedback=JUDGE_ERROR_FEEDBACK, judge_reason=reason, score=0.0,
-                               legal=False, correct=False, violations=())
+    return conclude(result.task_id, result.backend, Status.JUDGE_ERROR, details=[reason], compiled=result.compiled,
+                    seconds=result.seconds, cache_hit=result.cache_hit, seeds=result.seeds, device=result.device,
+                    rules=result.rules, weights=result.weights)
 
 
 if __name__ == "__main__":
