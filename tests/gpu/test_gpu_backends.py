@@ -227,3 +227,35 @@ def test_gpu_report_writes_machine_date_commit(tmp_path: Path, cache_dir: Path) 
     for field in ("Machine", "Date", "Commit", "level1/1_ReLU"):
         assert field in text
     assert '"machine"' in js.read_text()
+
+
+def _allocating_relu(gib: float) -> str:
+    """The bundled Triton ReLU answer that first asks the device for ``gib`` GiB in ``forward``."""
+    return variant("level1/1_ReLU", "triton", "        x = x.contiguous()\n",
+                   f"        spare = torch.empty({int(gib * 2**30)}, dtype=torch.uint8, device=x.device)\n"
+                   "        x = x.contiguous()\n")
+
+
+def test_out_of_memory_is_the_answers_unless_another_process_holds_the_gpu(cache_dir: Path) -> None:
+    """An answer that asks for more than the device has is a ``runtime_error``; one that asks for 8 GiB while
+    another process holds all but 6 GiB of the device gets a ``judge_error``, which is not the answer's failure."""
+    hog_code = ("import sys, torch\n"
+                "free, total = torch.cuda.mem_get_info()\n"
+                "held = torch.empty(free - 6 * 2**30, dtype=torch.uint8, device='cuda')\n"
+                "print(total, flush=True)\n"
+                "sys.stdin.read()\n")
+    config = VerifierConfig(runs=5, warmup=1, timeouts=FAULT_TIMEOUTS)
+    with Verifier(backend="triton", num_workers=1, cache_dir=cache_dir, config=config) as verifier:
+        own = verifier.evaluate(RELU, _allocating_relu(1024))
+        hog = subprocess.Popen([sys.executable, "-c", hog_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert int(hog.stdout.readline()) > 0  # the memory is held
+            crowded = verifier.evaluate(RELU, _allocating_relu(8))
+        finally:
+            hog.kill()
+            hog.wait()
+    assert own.status.value == "runtime_error", own.feedback
+    assert "out of memory" in own.feedback
+    assert crowded.status.value == "judge_error", crowded.feedback
+    assert "held by processes other than this judge's" in crowded.judge_reason
+    assert "out of memory" not in crowded.feedback  # the judge's reason is not the answer's feedback
