@@ -29,7 +29,7 @@ from kernelgym.errors import BackendUnavailableError
 from kernelgym.registry import Registry
 
 __all__ = [
-    "KernelTracker", "BuildRecord", "Backend", "HostTimer", "median_and_iqr", "register_backend", "get_backend", "backend_names",
+    "KernelTracker", "BuildRecord", "Backend", "HostTimer", "median_and_iqr", "paired_ratio", "register_backend", "get_backend", "backend_names",
     "backend_language",
 ]
 
@@ -300,3 +300,24 @@ def median_and_iqr(values: Sequence[float]) -> tuple[float, float]:
         return statistics.median(values), (max(values) - min(values))
     q = statistics.quantiles(values, n=4)
     return q[1], q[2] - q[0]
+
+
+def paired_ratio(pairs: Sequence[tuple[float, float]]) -> float | None:
+    """The median over rounds of ``a / b``, for ``(a, b)`` timed back to back in each round (``None``: no round).
+
+    Where the machine's pace drifts between rounds (a shared host), both times of a round see
+    the same pace and their ratio does not move with it, while the ratio of the two medians can:
+    when a share of calls near half runs slow, each median may fall on either side. A ``b`` of
+    zero or less is left out.
+
+    Example:
+        >>> paired_ratio([(2.0, 1.0), (4.0, 2.0), (2.2, 1.0)])
+        2.0
+        >>> slow = [(2.0, 2.0)] * 3 + [(1.0, 1.0)] * 2 + [(2.0, 1.0)]  # one round at two paces
+        >>> paired_ratio(slow), statistics.median(a for a, _ in slow) / statistics.median(b for _, b in slow)
+        (1.0, 1.3333333333333333)
+        >>> paired_ratio([(1.0, 0.0)]) is None
+        True
+    """
+    ratios = [a / b for a, b in pairs if b > 0]
+    return statistics.median(ratios) if ratios else None

@@ -9,14 +9,13 @@ reference timed in the worker beside each candidate call, 0.7-0.8x on the 2-core
 machine; with the reference timed in a twin of the candidate's process, about 1.00x
 (``docs/hacks.md``), single tasks still at 0.82x and 1.28x run after run until the
 twin's warm-up went through the checked calls' modes as the candidate's process
-does (``benchmarks/results/calibration.md``). The test holds the median within 5%,
-so a guard or a harness cost that slips back onto the credited path fails it. Every
-task was within 15% in eleven runs of this test's judge on its own; inside the whole
-default suite a single task went beyond in three runs of five (1.31x, 1.19x), once
-with the C allocator's thresholds fixed in every judge process. Alone, the same
-judge goes beyond 15% after the machine's memory is churned (3 runs of 9) and not
-otherwise (0 of 13); the cause within is not found, so no bound on a single task is
-held here yet.
+does (``benchmarks/results/calibration.md``). Even then, inside the whole default
+suite a single task went beyond 15% in three runs of five (1.31x, 1.19x), which
+fits the two medians, taken apart, falling on either side of a change in the
+shared host's pace. The reference's time is the candidate's times the median over
+rounds of the two calls' ratio (``paired_ratio``), which such a change reaches alike. The test holds the median within
+5% (a guard or a harness cost that slips back onto the credited path fails it) and
+every task within 15%.
 """
 
 from __future__ import annotations
@@ -44,4 +43,6 @@ def test_identity_answers_score_one(cache_dir, cpu_suite) -> None:
         assert "reference-timed-in-judge" not in result.flags, (task.id, result.feedback)
         speedups[task.id] = result.speedup_eager
     median = statistics.median(speedups.values())
+    print(f"identity speedups: median {median:.3f}, range {min(speedups.values()):.3f}-{max(speedups.values()):.3f}")
     assert 0.95 <= median <= 1.05, speedups
+    assert all(0.85 <= s <= 1.15 for s in speedups.values()), speedups
