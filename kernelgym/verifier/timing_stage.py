@@ -111,7 +111,6 @@ def time_stage(h: Harness) -> None:
     watched = _watched_calls(rng, warmup, runs)
     probed = set(rng.sample(range(warmup, total), min(runs, max(_PROBES, runs // 4))))
     reported, judged, call_cpu, probes, ref_times = [], [], [], [], []
-    rounds: list[tuple[float, float]] = []  # (twin's ms, candidate's ms) of each credited round, on a host
     seen: set[tuple] = set()
     tracker = KernelTracker()
     with torch.no_grad():
@@ -150,7 +149,6 @@ def time_stage(h: Harness) -> None:
                     judged.append(own)
                     if twin_ms is not None:
                         ref_times.append(twin_ms)
-                        rounds.append((twin_ms, reported[-1]))
                 if i in checked:
                     mismatch, got = h.outputs(reply, outputs, late_check=i in reread)
                     if mismatch is None:
@@ -168,6 +166,7 @@ def time_stage(h: Harness) -> None:
     audit = audit_claims(reported, judged, probes)
     ref_ms, _ = median_and_iqr(ref_times)
     new_ms, new_spread = audit.credited_ms, audit.spread_ms
+    claims_credited = not audit.rejected  # the candidate's own per-call times are what is credited
     if audit.rejected:
         progress.flags.append("timing-claim-rejected")
         progress.notes.append(audit.sentence)
@@ -184,7 +183,9 @@ def time_stage(h: Harness) -> None:
         progress.notes.append(f"Your reported {new_ms * 1e3:.2f} us per call is below the roofline floor of {floor_ms * 1e3:.2f} us; "
                               f"the judge's own measurement ({wall_ms * 1e3:.2f} us) is credited instead.")
         new_ms = wall_ms
-    ratio = paired_ratio(rounds) if new_ms == audit.credited_ms and not audit.rejected else None
+        claims_credited = False
+    # With a twin (a host), the credited rounds' two times are ref_times and reported, round by round.
+    ratio = paired_ratio(list(zip(ref_times, reported, strict=True))) if twin is not None and claims_credited else None
     if ratio is not None:
         # On a host both programs' calls of a round ran back to back on one CPU: the reference's time is the credited
         # one times the median over rounds of their ratio, which drift of the machine's pace reaches alike.

@@ -13,9 +13,9 @@ does (``benchmarks/results/calibration.md``). Even then, inside the whole defaul
 suite a single task went beyond 15% in three runs of five (1.31x, 1.19x), which
 fits the two medians, taken apart, falling on either side of a change in the
 shared host's pace. The reference's time is the candidate's times the median over
-rounds of the two calls' ratio (``paired_ratio``), which such a change reaches alike. The test holds the median within
-5% (a guard or a harness cost that slips back onto the credited path fails it) and
-every task within 15%.
+rounds of the two calls' ratio (``paired_ratio``), which such a change reaches
+alike. The test holds the median within 5% (a guard or a harness cost that slips
+back onto the credited path fails it) and every task within 15%.
 """
 
 from __future__ import annotations
