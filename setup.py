@@ -11,11 +11,13 @@ EXTRAS = {
     "sb3": ["stable-baselines3>=2.3"],
     "hf": ["transformers>=4.40"],
     "verl": ["verl[verl-core]==0.9.1"],
+    "trl": ["trl>=1.16"],  # brings datasets, transformers and accelerate
     "plots": ["matplotlib>=3.7"],
     "serve": ["aiohttp>=3.9"],
 }
-# CI runs the verl tests too (the small trainer's smoke test, the agent loop, the sampler): verl brings transformers.
-EXTRAS["ci"] = [*EXTRAS["triton"], *EXTRAS["ray"], *EXTRAS["sb3"], *EXTRAS["verl"], *EXTRAS["serve"]]
+# CI runs the verl tests too (the small trainer's smoke test, the agent loop, the sampler): verl brings transformers;
+# and TRL's GRPOTrainer with the kernelgym reward (two steps of a tiny model).
+EXTRAS["ci"] = [*EXTRAS["triton"], *EXTRAS["ray"], *EXTRAS["sb3"], *EXTRAS["verl"], *EXTRAS["trl"], *EXTRAS["serve"]]
 EXTRAS["dev"] = [
     "pytest>=8",
     "pytest-benchmark>=4",

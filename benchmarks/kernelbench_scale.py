@@ -713,28 +713,35 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--commit", default="", help="commit to record when this tree is not a git checkout")
     args = parser.parse_args(argv)
     args.command = "run"
-    args.phases = [p for p in args.phases.split(",") if p]
-    bad = sorted(set(args.phases) - set(PHASES))
-    if bad:
-        parser.error(f"unknown phase(s) {', '.join(bad)}")
-    if "kernelbench" in args.phases and not (args.evaluator and (Path(args.evaluator) / "eval.py").is_file()):
-        parser.error("the kernelbench phase needs --evaluator pointing at KernelBench's evaluator folder (with eval.py)")
+    parse_phases(parser, args, PHASES)
     args.only = [s for s in args.only.split(",") if s]
     args.tasks = [t for t in args.tasks.split(",") if t]
     args.skip = [t for t in args.skip.split(",") if t]
-    args.kb_gpu_arch = [a for a in args.kb_gpu_arch.split(",") if a]
     args.identity_levels = [int(level) for level in args.identity_levels.split(",") if level]
     return args
+
+
+def parse_phases(parser: argparse.ArgumentParser, args: argparse.Namespace, phases: Sequence[str],
+                 evaluator_needed: bool = True) -> None:
+    """Split ``--phases`` and ``--kb-gpu-arch`` into lists; refuse a phase not in ``phases``, and (``evaluator_needed``)
+    the kernelbench phase without KernelBench's evaluator folder."""
+    args.phases = [p for p in args.phases.split(",") if p]
+    bad = sorted(set(args.phases) - set(phases))
+    if bad:
+        parser.error(f"unknown phase(s) {', '.join(bad)}")
+    if evaluator_needed and "kernelbench" in args.phases and not (args.evaluator and (Path(args.evaluator) / "eval.py").is_file()):
+        parser.error("the kernelbench phase needs --evaluator pointing at KernelBench's evaluator folder (with eval.py)")
+    args.kb_gpu_arch = [a for a in args.kb_gpu_arch.split(",") if a]
 
 
 RUN_META = ("date", "commit", "gpu", "cpus", "torch", "python", "platform", "rules")
 """What a merged summary takes from the runs' own summaries: where and with what they ran."""
 
 
-def runs_meta(metas: Sequence[dict[str, Any]], commit: str) -> dict[str, Any]:
+def runs_meta(metas: Sequence[dict[str, Any]], commit: str, keys: Sequence[str] = RUN_META) -> dict[str, Any]:
     """The machine and software of the merged runs, not of the machine making the report.
 
-    Each field is the value the runs share, or their values joined with `` | ``; ``commit`` (when given)
+    Each field of ``keys`` is the value the runs share, or their values joined with `` | ``; ``commit`` (when given)
     wins. Without any run's summary the report's own machine is recorded, and says so.
 
     Example:
@@ -744,7 +751,7 @@ def runs_meta(metas: Sequence[dict[str, Any]], commit: str) -> dict[str, Any]:
     if not metas:
         return {**machine_meta(commit), "machine_of": "the report (the runs' summary.json files were missing)"}
     meta: dict[str, Any] = {}
-    for key in RUN_META:
+    for key in keys:
         values = list(dict.fromkeys(str(m[key]) for m in metas if key in m))
         if values:
             meta[key] = values[0] if len(values) == 1 else " | ".join(values)

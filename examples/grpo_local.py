@@ -17,7 +17,9 @@ Every piece of a training step is the one the cluster path uses:
   episodes on a ``KernelEnv``, feedback turns masked out of ``response_mask``, the PrimeEcho
   trajectory reward as ``reward_score``), served by ``transformers``' ``generate`` in this process
   instead of a vLLM server;
-- advantages: ``verl.trainer.ppo.core_algos.compute_grpo_outcome_advantage`` over groups;
+- advantages: ``verl.trainer.ppo.core_algos.compute_grpo_outcome_advantage`` over groups (``--advantage grpo``),
+  or TRLOO's turn-level leave-one-out advantages on the PrimeEcho step rewards
+  (``--advantage trloo``, :func:`kernelgym.training.advantage.trloo_advantages`);
 - loss: the registered ``mirrorpop`` policy loss through ``core_algos.get_policy_loss_fn``, with
   the rollout log-probs as ``old_log_prob`` (verl's bypass mode) and verl's
   ``seq-mean-token-mean`` aggregation, plus an entropy bonus as verl's actor adds one; several
@@ -41,6 +43,7 @@ import json
 import math
 import os
 import random
+import sys
 import tempfile
 import threading
 import time
@@ -53,9 +56,10 @@ import numpy as np
 import torch
 
 from kernelgym import Verifier
-from kernelgym.errors import require_extra
+from kernelgym.errors import MissingExtraError, require_extra
 from kernelgym.options import parse_options
 from kernelgym.tasks import load_suite
+from kernelgym.training.advantage import check_estimator, trloo_advantages
 from kernelgym.verifier import VerifierConfig
 from kernelgym.verifier.result import EvalResult
 
@@ -70,6 +74,8 @@ class Args:
     """trajectories per prompt (the GRPO group)"""
     max_turns: int = 2
     """attempts per episode (later attempts see the verifier's feedback)"""
+    advantage: str = "grpo"
+    """advantage estimator: grpo (verl's, one per trajectory) or trloo (turn-level leave-one-out, one per turn)"""
     learning_rate: float = 3e-3
     """Adam learning rate"""
     ppo_epochs: int = 2
@@ -377,7 +383,12 @@ def parse_args() -> Args:
 
 if __name__ == "__main__":
     args = parse_args()
-    require_extra("verl", "verl")
+    try:
+        check_estimator(args.advantage)
+        require_extra("verl", "verl")
+    except (MissingExtraError, ValueError) as exc:
+        print(f"grpo_local.py: error: {exc}", file=sys.stderr)  # one line and status 2, as the command line
+        raise SystemExit(2) from None
     os.environ["KERNELGYM_MIRRORPOP_TAU"] = str(args.tau)  # the mirrorpop loss reads its threshold here
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.protocol import DataProto
@@ -385,7 +396,7 @@ if __name__ == "__main__":
     from verl.utils.config import omega_conf_to_dataclass
 
     import kernelgym.training.verl_plugin  # noqa: F401  (registers the `kernelgym` agent loop and the `mirrorpop` loss)
-    from kernelgym.training.agent_loop import OUTCOME_FIELD, TrajectoryOutcome
+    from kernelgym.training.agent_loop import OUTCOME_FIELD, TURN_REWARDS_FIELD, TrajectoryOutcome
     from kernelgym.training.mirrorpop import sequence_deviation
     from kernelgym.training.reward import set_shared_verifier
     from kernelgym.training.sampler import REPAIR_FIELD, repair_row
@@ -461,11 +472,14 @@ if __name__ == "__main__":
                 origin_prompt=row["raw_prompt"][-1]["content"],
             )
 
-        # 4. GRPO advantages (verl) on the PrimeEcho trajectory rewards
+        # 4. advantages: GRPO (verl) on the PrimeEcho trajectory rewards, or TRLOO on its per-turn step rewards
         response_mask = out.batch["response_mask"].float()
-        advantages, _ = compute_grpo_outcome_advantage(
-            token_level_rewards=out.batch["rm_scores"], response_mask=response_mask, index=group
-        )
+        if args.advantage == "trloo":
+            advantages = trloo_advantages(list(out.non_tensor_batch[TURN_REWARDS_FIELD]), response_mask, group)
+        else:
+            advantages, _ = compute_grpo_outcome_advantage(
+                token_level_rewards=out.batch["rm_scores"], response_mask=response_mask, index=group
+            )
         old_log_prob = out.batch["rollout_log_probs"].float()
 
         # 5. MirrorPop policy loss (verl registry), minibatch updates

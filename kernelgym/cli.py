@@ -109,8 +109,11 @@ def _number(value: float | None, digits: int = 3) -> str:
 
 def _print_table(result: dict[str, object]) -> None:
     runtime, reference = result["runtime_ms"], result["ref_eager_ms"]
-    rows = [
-        ("status", result["status"]),
+    rows = [("status", result["status"])]
+    if result["status"] == "judge_error":
+        # the feedback of a judge error is a fixed sentence for the model; the person at the terminal needs the cause
+        rows.append(("judge's reason", " ".join(str(result["judge_reason"]).split()) or "none given"))
+    rows += [
         ("legal / compiled / correct", f"{result['legal']} / {result['compiled']} / {result['correct']}"),
         ("speedup vs eager", _number(result["speedup_eager"])),
         ("speedup vs torch.compile", _number(result["speedup_compile"])),
@@ -224,7 +227,9 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--backend", default=None,
                     help="cpp, cuda, triton or musa (default: the suite's: cpp for cpu, cuda for the others)")
     ev.add_argument("--json", action="store_true", help="print one JSON object (the result, or the summary of many)")
-    ev.add_argument("--runs", type=_positive_int, default=None, help="timed runs (default: the backend's, 20 on a CPU, 100 on a GPU)")
+    ev.add_argument("--runs", type=_positive_int, default=None,
+                    help="timed calls (default: the backend's: 20 on a CPU, up to 100 on a GPU); a quarter of them run "
+                    "under the guards' watch and are not credited, so a verdict reports the others (15 of 20)")
     ev.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(Model)")
     ev.add_argument("--no-timing", action="store_true", help="skip the timing stage")
     ev.add_argument("--rules", choices=("native", "kernelbench"), default="native",
@@ -246,18 +251,22 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     from kernelgym.executor.remote import TOKEN_ENV
-    from kernelgym.serve import JudgeService, serve_forever
+    from kernelgym.serve import JudgeService, check_exposure, serve_forever
 
     backends = [b.strip() for b in args.backend.split(",") if b.strip()]
     options = {"ray_address": args.ray_address} if args.executor == "ray" and args.ray_address else {}
     token = args.token or os.environ.get(TOKEN_ENV) or None
+    check_exposure(args.host, token)  # before any worker starts
     service = JudgeService(backends, executor=args.executor, num_workers=args.workers, cache_dir=args.cache_dir,
-                           queue_size=args.queue_size, **options)
+                           queue_size=args.queue_size, suites=args.suite or (), trust_task_sources=args.trust_task_sources,
+                           **options)
     try:
         if not args.no_warm_up:
             print(f"kernelgym serve: warming up the {', '.join(backends)} workers (one-time builds included)", file=sys.stderr)
             service.warm_up()
-        auth = "bearer token required" if token else "no token (anyone who can connect may submit)"
+        auth = "bearer token required" if token else "no token: loopback only"
+        if args.trust_task_sources:
+            auth += "; task sources trusted: they run unconfined in the judge's workers"
         print(f"kernelgym serve: judging {', '.join(backends)} on http://{args.host}:{args.port} ({auth})", file=sys.stderr)
         serve_forever(service, args.host, args.port, token)
     finally:
@@ -274,7 +283,8 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
         "results by id, health and metrics (API: docs/serve.md). Clients: `--server URL` of `eval` and `bench`, "
         "or Verifier(executor='remote', url=...).",
     )
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1; 0.0.0.0 for all)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default: 127.0.0.1; 0.0.0.0 for all, which needs --token)")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
     serve.add_argument("--backend", default="cpp", help="backends to judge, comma-separated, e.g. cuda,triton (default: cpp)")
     serve.add_argument("--executor", choices=("local", "ray"), default="local",
@@ -284,7 +294,14 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--cache-dir", default=None, help="build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
     serve.add_argument("--queue-size", type=int, default=64,
                        help="answers that may wait beyond those being judged; more get HTTP 429 (default: 64)")
-    serve.add_argument("--token", default=None, help=f"bearer token clients must send (default: ${TOKEN_ENV}, else none)")
+    serve.add_argument("--token", default=None,
+                       help=f"bearer token clients must send (default: ${TOKEN_ENV}; required beyond loopback)")
+    serve.add_argument("--suite", action="append", default=None,
+                       help="a suite whose tasks clients may name or send, beside the bundled ones (repeat for more), "
+                       "e.g. kernelbench:/data/KernelBench")
+    serve.add_argument("--trust-task-sources", action="store_true",
+                       help="also judge tasks sent as any source text; their code runs unconfined in the judge's "
+                       "trusted workers, so only for trusted clients on a trusted network")
     serve.add_argument("--no-warm-up", action="store_true", help="do not judge a bundled answer per backend at start")
     serve.set_defaults(func=_serve)
 

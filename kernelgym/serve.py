@@ -4,8 +4,9 @@ Holds:
     RequestError: a request the service cannot take (HTTP 400), with a one-line reason.
     ServiceBusy: the queue is full (HTTP 429) or the service is stopping (HTTP 503); says when to try again.
     JudgeRequest: one answer to judge, parsed from its JSON body.
-    parse_request: a :class:`JudgeRequest` from a JSON body (task by suite and id, or as source text).
-    config_from_dict: a :class:`VerifierConfig` from JSON overrides (nested ``reward``, ``timeouts`` too).
+    ServedTasks: the tasks a server judges (its suites), found by suite and id or by their exact source.
+    parse_request: a :class:`JudgeRequest` from a JSON body (task by suite and id, or as source text), settings bounded.
+    check_exposure: refuse to listen beyond loopback without a bearer token.
     JudgeService: the judge itself: one executor per backend, a bounded queue, results by id, counts.
     make_app: the aiohttp application serving a :class:`JudgeService` (the API in ``docs/serve.md``).
     RunningServer, start_in_thread: a server on a background thread (tests, notebooks).
@@ -16,20 +17,25 @@ backend (``local`` by default, ``ray`` for a cluster), so every request may
 bring its own rules preset, weights contract and budgets while the workers stay
 warm. ``kernelgym.executor.remote.RemoteExecutor`` is its client. The server
 library, aiohttp, is the ``serve`` extra, imported only when a server starts.
+Every request is untrusted: only the server's own tasks are judged (:class:`ServedTasks`), and settings
+are bounded (``kernelgym.verifier.config.check_bounds``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
+import ipaddress
 import itertools
+import signal
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from typing import Any
 
@@ -37,19 +43,23 @@ from kernelgym.backends import get_backend
 from kernelgym.errors import KernelGymError, require_extra
 from kernelgym.executor import Verifier, make_executor
 from kernelgym.executor.registry import Executor, PoolSettings
-from kernelgym.tasks import TaskSuite, default_backend, load_suite
+from kernelgym.executor.remote import TOKEN_ENV
+from kernelgym.openrlhf import reward_bodies, reward_reply
+from kernelgym.tasks import TaskSuite, bundled_suites, default_backend, load_suite
 from kernelgym.tasks.task import Task
-from kernelgym.verifier.config import VerifierConfig
+from kernelgym.verifier.config import VerifierConfig, check_bounds, config_from_dict
 from kernelgym.verifier.feedback import conclude
 from kernelgym.verifier.result import EvalResult, Status
 
 __all__ = [
-    "JudgeRequest", "JudgeService", "RequestError", "RunningServer", "ServiceBusy", "config_from_dict", "make_app",
-    "parse_request", "serve_forever", "start_in_thread",
+    "JudgeRequest", "JudgeService", "RequestError", "RunningServer", "ServedTasks", "ServiceBusy", "check_exposure",
+    "make_app", "parse_request", "serve_forever", "start_in_thread",
 ]
 
 _MAX_BODY_BYTES = 64 * 2**20
 _MAX_WAIT_SECONDS = 300.0
+_SHUTDOWN_SECONDS = 5.0
+_LABELS = {"id": str, "name": str, "level": int, "problem_id": int}
 
 
 class RequestError(KernelGymError, ValueError):
@@ -86,74 +96,102 @@ class JudgeRequest:
     config: VerifierConfig
 
 
-def config_from_dict(overrides: Mapping[str, Any], base: VerifierConfig | None = None) -> VerifierConfig:
-    """``base`` (default settings if ``None``) with ``overrides`` applied; nested settings may be partial dicts.
-
-    Raises:
-        RequestError: an unknown setting, or a value the config refuses.
-
-    Example:
-        >>> config = config_from_dict({"rules": "kernelbench", "timeouts": {"build": 60}})
-        >>> config.rules, config.timeouts.build, config.timeouts.check
-        ('kernelbench', 60, 120.0)
-    """
-    base = base or VerifierConfig()
-    known = {f.name for f in fields(VerifierConfig)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise RequestError(f"unknown config setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    values: dict[str, Any] = {}
-    try:
-        for name, value in overrides.items():
-            current = getattr(base, name)
-            values[name] = replace(current, **value) if is_dataclass(current) and isinstance(value, Mapping) else value
-        return replace(base, **values)
-    except (TypeError, ValueError, KernelGymError) as exc:
-        raise RequestError(f"bad config: {exc}") from None
-
-
 @lru_cache(maxsize=16)
 def _suite(name: str) -> TaskSuite:
     return load_suite(name)
 
 
-def _task(body: Mapping[str, Any]) -> Task:
-    if "task" in body:
+class ServedTasks:
+    """The tasks a server judges: those of the bundled suites and of ``suites`` (``load_suite`` specs).
+
+    A reference program runs in the trusted side of a worker, unconfined, so a request may only name a served
+    task, or send one's exact source: it is then judged by the server's copy (its tolerances and shapes; the
+    request's ``id``, ``name``, ``level``, ``problem_id`` only label the result). ``trust_sources`` also runs
+    any other source (and suite) as the reference: only for clients as trusted as the server.
+
+    Raises:
+        TaskError: a suite cannot be loaded.
+
+    Example:
+        >>> relu = load_suite("cpu")["level1/1_ReLU"]
+        >>> ServedTasks().task({"task": {"source": relu.source, "id": "mine"}}).id
+        'mine'
+    """
+
+    def __init__(self, suites: Sequence[str] = (), trust_sources: bool = False) -> None:
+        self.specs = tuple(dict.fromkeys([*bundled_suites(), *suites]))
+        self.trust_sources = trust_sources
+        self._suites: dict[str, TaskSuite] = {}
+        self._by_source: dict[str, list[Task]] = {}
+        for spec in self.specs:
+            suite = _suite(spec)
+            self._suites.setdefault(spec, suite)
+            self._suites.setdefault(suite.name, suite)
+            for task in suite:
+                self._by_source.setdefault(task.source, []).append(task)
+
+    def task(self, body: Mapping[str, Any]) -> Task:
+        """The task a request body names: ``suite`` and ``task_id``, or ``task`` (its source, or an object with it).
+
+        Raises:
+            RequestError: no such served task, a source that is none of them, or a malformed ``task``.
+        """
+        if "task" not in body:
+            if "suite" not in body or "task_id" not in body:
+                raise RequestError('name the task with "suite" and "task_id", or give its source as "task"')
+            name = str(body["suite"])
+            if name not in self._suites and not self.trust_sources:
+                raise RequestError(f"this server judges the suites {', '.join(self.specs)}, not {name!r}; "
+                                   "start it with --suite naming that suite")
+            try:
+                return (self._suites[name] if name in self._suites else _suite(name))[str(body["task_id"])]
+            except KernelGymError as exc:
+                raise RequestError(str(exc)) from None
         spec = body["task"]
         if isinstance(spec, str):
             spec = {"source": spec}
         if not isinstance(spec, Mapping) or not isinstance(spec.get("source"), str):
             raise RequestError('"task" must be the task source text or an object with its "source"')
-        allowed = {f.name for f in fields(Task)} - {"solutions"}
-        unknown = sorted(set(spec) - allowed)
+        unknown = sorted(set(spec) - ({f.name for f in fields(Task)} - {"solutions"}))
         if unknown:
             raise RequestError(f"unknown task field(s): {', '.join(unknown)}")
+        labels = {name: spec[name] for name in _LABELS if name in spec}
+        for name, value in labels.items():
+            if isinstance(value, bool) or not isinstance(value, _LABELS[name]):
+                raise RequestError(f'task "{name}" must be {"a string" if _LABELS[name] is str else "an integer"}')
+        served = self._by_source.get(spec["source"])
+        if served:
+            # The client's suite and id pick among served copies of one source; the server's copy is what is judged.
+            chosen = next((t for t in served if (t.suite, t.id) == (spec.get("suite"), spec.get("id"))),
+                          next((t for t in served if t.suite == spec.get("suite")), served[0]))
+            return replace(chosen, **labels)
+        if not self.trust_sources:
+            raise RequestError(
+                f"this server judges only the tasks of its suites ({', '.join(self.specs) or 'none'}) and this task's "
+                'source is none of them: send "suite" and "task_id" of a served task, start the server with --suite '
+                "naming the task's suite, or (trusted clients only) with --trust-task-sources")
         values = {"id": "task", "name": "task", "level": 0, "problem_id": 0, **spec}
         values["variants"] = tuple(values.get("variants") or ())
         try:
             return Task(**values)
         except TypeError as exc:
             raise RequestError(f"bad task: {exc}") from None
-    if "suite" in body and "task_id" in body:
-        try:
-            return _suite(str(body["suite"]))[str(body["task_id"])]
-        except KernelGymError as exc:
-            raise RequestError(str(exc)) from None
-    raise RequestError('name the task with "suite" and "task_id", or give its source as "task"')
 
 
-def parse_request(body: Any, default_backend_name: str) -> JudgeRequest:
+def parse_request(body: Any, default_backend_name: str, tasks: ServedTasks) -> JudgeRequest:
     """A :class:`JudgeRequest` from a JSON body (see ``docs/serve.md``).
 
     Fields: ``suite`` + ``task_id``, or ``task`` (source text, or an object with ``source`` and optional
     ``id``, ``level``, ...); ``answer``; optional ``backend`` (default: the suite's, else the server's first),
     ``rules``, ``weights`` and ``config`` (any :class:`VerifierConfig` setting, budgets as ``timeouts``).
+    The task must be one of ``tasks``; the settings must be within :func:`~kernelgym.verifier.config.check_bounds`.
 
     Raises:
-        RequestError: the body is not such an object.
+        RequestError: the body is not such an object, names no served task, or a setting is out of bounds.
 
     Example:
-        >>> parse_request({"suite": "cpu", "task_id": "level1/1_ReLU", "answer": "x", "rules": "kernelbench"}, "cpp").config.rules
+        >>> body = {"suite": "cpu", "task_id": "level1/1_ReLU", "answer": "x", "rules": "kernelbench"}
+        >>> parse_request(body, "cpp", ServedTasks()).config.rules
         'kernelbench'
     """
     if not isinstance(body, Mapping):
@@ -164,13 +202,18 @@ def parse_request(body: Any, default_backend_name: str) -> JudgeRequest:
         raise RequestError(f"unknown field(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     if not isinstance(body.get("answer"), str):
         raise RequestError('"answer" (the answer text) is required and must be a string')
-    task = _task(body)
+    task = tasks.task(body)
     overrides = body.get("config") or {}
     if not isinstance(overrides, Mapping):
         raise RequestError('"config" must be an object of judge settings')
     overrides = {**overrides, **{k: body[k] for k in ("rules", "weights") if k in body}}
     backend = body.get("backend") or (default_backend(str(body["suite"])) if "suite" in body else default_backend_name)
-    return JudgeRequest(task, body["answer"], str(backend), config_from_dict(overrides))
+    try:
+        config = config_from_dict(overrides)
+        check_bounds(config)
+    except ValueError as exc:
+        raise RequestError(f"config: {exc}") from None
+    return JudgeRequest(task, body["answer"], str(backend), config)
 
 
 @dataclass
@@ -196,10 +239,13 @@ class JudgeService:
         max_in_flight: answers handed to each backend's executor at once (``None``: twice its workers,
             so builds run ahead of the judges).
         keep_results: finished results kept for ``/v1/results/<id>`` (oldest dropped first).
+        suites: suites whose tasks requests may name, beside the bundled ones (see :class:`ServedTasks`).
+        trust_task_sources: also judge any task source, run in the trusted worker (trusted clients only).
         **executor_options: passed to the executor (e.g. ``ray_address``).
 
     Raises:
         BackendUnavailableError: a backend cannot run on this machine (``local`` executor).
+        TaskError: a suite cannot be loaded.
 
     Example:
         >>> service = JudgeService(["cpp"], num_workers=1)
@@ -212,11 +258,13 @@ class JudgeService:
 
     def __init__(self, backends: Sequence[str] = ("cpp",), executor: str = "local", num_workers: int | None = None,
                  cache_dir: str | None = None, queue_size: int = 64, max_in_flight: int | None = None,
-                 keep_results: int = 10_000, **executor_options: Any) -> None:
+                 keep_results: int = 10_000, suites: Sequence[str] = (), trust_task_sources: bool = False,
+                 **executor_options: Any) -> None:
         if not backends:
             raise KernelGymError("give the service at least one backend to judge")
         if queue_size < 0:
             raise KernelGymError("the queue size must be at least 0")
+        self.tasks = ServedTasks(suites, trust_task_sources)
         self.backends = tuple(dict.fromkeys(backends))
         self.executor_name = executor
         self.queue_size = queue_size
@@ -282,7 +330,8 @@ class JudgeService:
                 future: Future[EvalResult] = Future()
                 self._results[answer_id] = future
                 self._counts[request.backend].queued += 1
-                self._threads[request.backend].submit(self._judge, request, future)
+                queued = self._threads[request.backend].submit(self._judge, request, future)
+                queued.add_done_callback(lambda job, r=request, f=future: self._dropped(job, r, f))
                 ids.append(answer_id)
             self._forget_old()
         return ids
@@ -294,6 +343,17 @@ class JudgeService:
                 break
             del self._results[oldest]
 
+    @staticmethod
+    def _failed(r: JudgeRequest, sentence: str) -> EvalResult:
+        return conclude(r.task.id, r.backend, Status.JUDGE_ERROR, details=[sentence], rules=r.config.rules, weights=r.config.weights)
+
+    def _dropped(self, job: Future[None], request: JudgeRequest, future: Future[EvalResult]) -> None:
+        # An answer still queued when the service stopped: never judged, so the judge's failure, not the answer's.
+        if job.cancelled():
+            with self._lock:
+                self._counts[request.backend].queued -= 1
+            future.set_result(self._failed(request, "The judge service stopped before judging this answer; send it again."))
+
     def _judge(self, request: JudgeRequest, future: Future[EvalResult]) -> None:
         counts = self._counts[request.backend]
         with self._lock:
@@ -303,8 +363,9 @@ class JudgeService:
         try:
             result = self._verifier(request.backend, request.config).evaluate(request.task, request.answer)
         except Exception as exc:  # a failure of the service is the judge's, reported as such, never a lost answer
-            result = conclude(request.task.id, request.backend, Status.JUDGE_ERROR,
-                              details=[f"The judge service failed: {type(exc).__name__}: {exc}"], rules=request.config.rules)
+            result = self._failed(request, f"The judge service failed: {type(exc).__name__}: {exc}")
+        if self._stopping:  # its worker may have been killed under it: a crash that is the judge's, not the answer's
+            result = self._failed(request, "The judge service stopped while judging this answer; send it again.")
         with self._lock:
             counts.in_flight -= 1
             counts.judged += 1
@@ -351,10 +412,7 @@ class JudgeService:
                 }
         judged = sum(b["judged"] for b in per_backend.values())
         seconds = sum(c.seconds for c in self._counts.values())
-        by_status: dict[str, int] = {}
-        for b in per_backend.values():
-            for status, count in b["by_status"].items():
-                by_status[status] = by_status.get(status, 0) + count
+        by_status = dict(sum((Counter(b["by_status"]) for b in per_backend.values()), Counter()))
         return {
             "queued": sum(b["queued"] for b in per_backend.values()),
             "in_flight": sum(b["in_flight"] for b in per_backend.values()),
@@ -370,13 +428,15 @@ class JudgeService:
                 self._verifier(backend, VerifierConfig()).evaluate(task, task.solutions[backend])
 
     def close(self) -> None:
-        """Refuse new answers, finish those taken, and stop every worker."""
+        """Refuse new answers and stop every worker now; answers not judged yet end as ``judge_error`` (send them again)."""
         with self._lock:
             self._stopping = True
         for threads in self._threads.values():
-            threads.shutdown(wait=True)
+            threads.shutdown(wait=False, cancel_futures=True)
         for executor in self._executors.values():
-            executor.close()
+            executor.close()  # busy workers included: a stop never waits on an answer's budgets
+        for threads in self._threads.values():
+            threads.shutdown(wait=True)
 
 
 def _load_web() -> Any:
@@ -426,15 +486,17 @@ def make_app(service: JudgeService, token: str | None = None) -> Any:
             raise RequestError(f"wait must be true, false or seconds, not {text!r}") from None
 
     async def outcome(answer_id: str, wait: float | None) -> tuple[int, dict[str, Any]]:
-        future = asyncio.wrap_future(service.future(answer_id))
-        try:
-            result = await asyncio.wait_for(asyncio.shield(future), timeout=wait)
-        except asyncio.TimeoutError:
+        future = service.future(answer_id)
+        if not future.done() and (wait is None or wait > 0):
+            # The thread's future is read directly: a wrapped one learns of the verdict only a loop turn later.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout=wait)
+        if not future.done():
             return 202, {"id": answer_id, "state": "pending"}
-        return 200, {"id": answer_id, "state": "done", "result": result.to_dict()}
+        return 200, {"id": answer_id, "state": "done", "result": future.result().to_dict()}
 
     async def evaluate(request: Any) -> Any:
-        parsed = parse_request(await body(request), service.backends[0])
+        parsed = parse_request(await body(request), service.backends[0], service.tasks)
         wait = wait_seconds(request, default=-1.0)
         answer_id = service.submit([parsed])[0]
         if wait == 0.0:
@@ -447,7 +509,7 @@ def make_app(service: JudgeService, token: str | None = None) -> Any:
         items = data.get("requests") if isinstance(data, Mapping) else data
         if not isinstance(items, list) or not items:
             raise RequestError('the body must be {"requests": [...]} with at least one request')
-        parsed = [parse_request(item, service.backends[0]) for item in items]
+        parsed = [parse_request(item, service.backends[0], service.tasks) for item in items]
         ids = service.submit(parsed)
         if wait_seconds(request, default=-1.0) == 0.0:
             return web.json_response({"ids": ids, "state": "pending"}, status=202)
@@ -462,6 +524,16 @@ def make_app(service: JudgeService, token: str | None = None) -> Any:
             return error(404, f"no answer has id {answer_id!r} (never submitted, or its result was dropped)")
         return web.json_response(data, status=status)
 
+    async def get_reward(request: Any) -> Any:  # OpenRLHF's remote reward model (kernelgym.openrlhf)
+        try:
+            items = reward_bodies(await body(request), service.tasks.specs)
+        except KernelGymError as exc:
+            raise RequestError(str(exc)) from None
+        parsed = [parse_request(item, service.backends[0], service.tasks) for item in items]
+        done = [await outcome(answer_id, None) for answer_id in service.submit(parsed)]
+        data, status = reward_reply([EvalResult.from_dict(d["result"]) for _, d in done])
+        return web.json_response(data, status=status)
+
     async def health(_request: Any) -> Any:
         return web.json_response(service.health())
 
@@ -471,7 +543,7 @@ def make_app(service: JudgeService, token: str | None = None) -> Any:
     app = web.Application(middlewares=[guard], client_max_size=_MAX_BODY_BYTES)
     app.add_routes([
         web.post("/v1/evaluate", evaluate), web.post("/v1/batch", batch), web.get("/v1/results/{id}", results),
-        web.get("/v1/health", health), web.get("/v1/metrics", metrics),
+        web.get("/v1/health", health), web.get("/v1/metrics", metrics), web.post("/get_reward", get_reward),
     ])
     return app
 
@@ -500,11 +572,31 @@ class RunningServer:
         self.stop()
 
 
+def check_exposure(host: str, token: str | None) -> None:
+    """Refuse to listen on ``host`` without a token unless only this machine can connect (a loopback address).
+
+    Raises:
+        KernelGymError: ``host`` is not loopback and ``token`` is empty; the message says what to pass.
+    """
+    try:
+        loopback = host.lower() == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to any address
+        loopback = False
+    if not (token or loopback):
+        raise KernelGymError(f"refusing to listen on {host!r} without a bearer token (anyone who can connect could "
+                             f"submit code): pass --token or set ${TOKEN_ENV}, or listen on 127.0.0.1")
+
+
 def start_in_thread(service: JudgeService, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> RunningServer:
-    """Serve ``service`` from a background thread (``port=0``: a free port); returns once it listens."""
+    """Serve ``service`` from a background thread (``port=0``: a free port); returns once it listens.
+
+    Raises:
+        KernelGymError: ``host`` is not loopback and there is no token (:func:`check_exposure`).
+    """
+    check_exposure(host, token)
     web = _load_web()
     loop = asyncio.new_event_loop()
-    runner = web.AppRunner(make_app(service, token))
+    runner = web.AppRunner(make_app(service, token), shutdown_timeout=_SHUTDOWN_SECONDS)
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, host, port)
     loop.run_until_complete(site.start())
@@ -515,6 +607,27 @@ def start_in_thread(service: JudgeService, host: str = "127.0.0.1", port: int = 
 
 
 def serve_forever(service: JudgeService, host: str, port: int, token: str | None = None) -> None:
-    """Serve ``service`` on ``host:port`` until interrupted (Ctrl-C or SIGTERM)."""
+    """Serve ``service`` on ``host:port`` until SIGINT (Ctrl-C), SIGTERM or SIGHUP; then close it at once (see
+    :meth:`JudgeService.close`: waiting requests get their ``judge_error``) and stop listening.
+
+    Raises:
+        KernelGymError: ``host`` is not loopback and there is no token (:func:`check_exposure`).
+    """
+    check_exposure(host, token)
+    asyncio.run(_serve_until_signal(service, host, port, token))
+
+
+async def _serve_until_signal(service: JudgeService, host: str, port: int, token: str | None) -> None:
     web = _load_web()
-    web.run_app(make_app(service, token), host=host, port=port, print=None, handle_signals=True)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(signum, stop.set)
+    runner = web.AppRunner(make_app(service, token), shutdown_timeout=_SHUTDOWN_SECONDS)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+        await stop.wait()
+    finally:
+        await loop.run_in_executor(None, service.close)
+        await runner.cleanup()

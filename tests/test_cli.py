@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -233,6 +234,28 @@ def test_eval_table_for_a_bundled_solution(cache_dir: Path) -> None:
     assert re.search(r"speedup vs eager\s+\d+\.\d{1,3}\n", table)
     for number in re.findall(r"\d+\.\d+", table):  # rounded: 3 decimals, or 3 significant digits below 1
         assert len(number.split(".")[1]) <= 3 or len(number.split(".")[1].lstrip("0")) <= 3, number
+
+
+def test_eval_table_says_why_the_judge_failed() -> None:
+    with socket.socket() as probe:  # a loopback port nothing listens on: the connection is refused
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    out = kernelgym("eval", "--task", "level1/1_ReLU", "--server", url, str(CPU_SOLUTIONS / "level1/1_ReLU.py"))
+    assert out.returncode == 3, out.stdout + out.stderr
+    reason = re.search(r"^judge's reason +(.+)$", out.stdout, re.MULTILINE)
+    assert reason is not None, out.stdout
+    assert url in reason.group(1) and "Connection refused" in reason.group(1)
+
+
+@pytest.mark.slow
+def test_runs_help_names_the_calls_a_verdict_reports(cache_dir: Path) -> None:
+    help_text = " ".join(kernelgym("eval", "--help").stdout.split())
+    assert "20 on a CPU" in help_text and "(15 of 20)" in help_text
+    out = kernelgym("eval", "--task", "level1/5_Add", "--json", "--cache-dir", str(cache_dir),
+                    str(CPU_SOLUTIONS / "level1/5_Add.py"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads(out.stdout)
+    assert result["timed_calls"] == 15 and "15 calls" in result["feedback"]
 
 
 def test_a_client_of_a_server_never_imports_torch_or_gymnasium(tmp_path: Path) -> None:

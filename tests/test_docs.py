@@ -11,6 +11,7 @@ interpreter. Bash snippets run with ``set -e -o pipefail``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.slow  # the snippets build the bundled solutions (cache
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 _EXTENDED = {"bench.md"}  # its walkthrough judges whole suites (minutes): run with -m extended
+_NEEDS = {"trl.md": "trl"}  # documents of an optional extra: skipped where its module is not installed
 FENCE = re.compile(r"^```(python|bash)\s*$")
 NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(.+?)\s*-->$")
 
@@ -61,10 +63,12 @@ def scratch(tmp_path: Path, cache_dir: Path) -> tuple[Path, dict[str, str]]:
         (tmp_path / name).symlink_to(REPO / name)
     bin_dir = tmp_path.parent / f"{tmp_path.name}-bin"
     bin_dir.mkdir()
-    (bin_dir / "python").symlink_to(sys.executable)
-    shim = bin_dir / "kernelgym"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kernelgym.cli "$@"\n')
-    shim.chmod(0o755)
+    # Shims, not symlinks: a virtual environment's interpreter started through a link elsewhere finds no
+    # pyvenv.cfg beside it and runs without the environment's packages.
+    for name, command in (("python", ""), ("kernelgym", " -m kernelgym.cli")):
+        shim = bin_dir / name
+        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}"{command} "$@"\n')
+        shim.chmod(0o755)
     env = {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -75,9 +79,17 @@ def scratch(tmp_path: Path, cache_dir: Path) -> tuple[Path, dict[str, str]]:
     return tmp_path, env
 
 
-@pytest.mark.parametrize("document", [
-    pytest.param(d, marks=pytest.mark.extended) if d.name in _EXTENDED else d for d in DOCUMENTS
-], ids=lambda path: path.relative_to(REPO).as_posix())
+def _marks(document: Path) -> list[pytest.MarkDecorator]:
+    marks = [pytest.mark.extended] if document.name in _EXTENDED else []
+    module = _NEEDS.get(document.name)
+    if module is not None:
+        marks.append(pytest.mark.skipif(importlib.util.find_spec(module) is None,
+                                        reason=f"needs pip install 'kernelgym[{module}]'"))
+    return marks
+
+
+@pytest.mark.parametrize("document", [pytest.param(d, marks=_marks(d)) for d in DOCUMENTS],
+                         ids=lambda path: path.relative_to(REPO).as_posix())
 def test_snippets_run_as_written(document: Path, scratch: tuple[Path, dict[str, str]]) -> None:
     folder, env = scratch
     runnable = [(line, language, code) for line, language, code, why in snippets(document) if why is None]

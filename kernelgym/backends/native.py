@@ -2,6 +2,7 @@
 
 Holds:
     BuildError: a native build failed; carries the compiler log.
+    BuildTimeout: a native build ran past its budget.
     ForbiddenSymbolsError: a build succeeded but links against symbols its backend does not allow.
     extension_symbols: the imported and exported symbols of a built extension, cached beside it.
     file_lock / lock_holder: an exclusive lock held by a live process, and who holds one.
@@ -53,6 +54,7 @@ from kernelgym.backends.symbols import (
 
 __all__ = [
     "BuildError",
+    "BuildTimeout",
     "ForbiddenSymbolsError",
     "lock_holder",
     "open_lock",
@@ -98,6 +100,10 @@ class BuildError(Exception):
     def __init__(self, message: str, log: str = "") -> None:
         super().__init__(message)
         self.log = log
+
+
+class BuildTimeout(BuildError):
+    """A native build ran past its budget and was stopped: not a verdict on the sources, so never recorded as a failure."""
 
 
 class ForbiddenSymbolsError(BuildError):

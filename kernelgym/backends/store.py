@@ -2,6 +2,7 @@
 
 Holds:
     StoreRecord: what the judge recorded when it published one extension (its hash and linked symbols).
+    BuildFailure: what the judge recorded when a build request did not compile (its message and compiler log).
     ExtensionStore: where entries and their records live; publish one, look one up, verify a mapped file.
     judge_dir: the judge's own directory beside a cache (records, locks, baselines, the toolchain floor).
     file_digest: the sha256 of a file.
@@ -9,7 +10,9 @@ Holds:
 Layout: ``<cache>/builds/<key>/<module>.so`` is one published extension (candidates
 may read and load it, never write it); its record lives in the judge's directory,
 ``<cache>.trusted/store/<key>.json``, with the library's sha256 and the symbols it
-imports and defines. A library is trusted only while its bytes hash to its record:
+imports and defines. A request that did not compile is recorded there too,
+``<cache>.trusted/store/<key>.failed.json`` (its message and compiler log), so the same
+request is answered at once with the same log instead of compiling again. A library is trusted only while its bytes hash to its record:
 a lookup that finds them changed treats the entry as absent (it is rebuilt), and the
 worker's check of the libraries mapped into a candidate calls anything else in the
 store unverified.
@@ -25,7 +28,7 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["ExtensionStore", "StoreRecord", "file_digest", "judge_dir"]
+__all__ = ["BuildFailure", "ExtensionStore", "StoreRecord", "file_digest", "judge_dir"]
 
 
 def judge_dir(cache_dir: Path) -> Path:
@@ -59,6 +62,21 @@ class StoreRecord:
     sha256: str
     imported: tuple[str, ...]
     exported: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BuildFailure:
+    """The judge's record of a build request that did not compile (written by the trusted build step only).
+
+    Attributes:
+        key: the request's content address.
+        message: the one-line reason.
+        log: the compiler's log, as it was reported the first time.
+    """
+
+    key: str
+    message: str
+    log: str
 
 
 class ExtensionStore:
@@ -104,6 +122,28 @@ class ExtensionStore:
             return record if file_digest(self.library(key, record.module)) == record.sha256 else None
         except OSError:
             return None
+
+    def failure_path(self, key: str) -> Path:
+        """Where the judge keeps the record of ``key``'s failed build."""
+        return self.records / f"{key[:32]}.failed.json"
+
+    def failure(self, key: str) -> BuildFailure | None:
+        """The record of ``key``'s failed build, if the trusted build step recorded one."""
+        try:
+            data = json.loads(self.failure_path(key).read_text())
+            failure = BuildFailure(str(data["key"]), str(data["message"]), str(data["log"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return failure if failure.key == key else None
+
+    def record_failure(self, key: str, message: str, log: str) -> BuildFailure:
+        """Record that ``key`` did not compile; the caller holds the key's build lock."""
+        failure = BuildFailure(key, message, log)
+        self.records.mkdir(parents=True, exist_ok=True)
+        staged = self.failure_path(key).with_suffix(f".{os.getpid()}.partial")
+        staged.write_text(json.dumps(asdict(failure)))
+        os.replace(staged, self.failure_path(key))
+        return failure
 
     def verified(self, path: Path) -> StoreRecord | None:
         """The record of the store entry ``path`` is, when ``path`` is one and its bytes hash to the record."""

@@ -13,10 +13,11 @@ flags can disguise; the linker cannot be disguised. Whatever the spelling, a
 call into ATen's kernels, the dispatcher, ``dlsym`` or a thread library leaves
 an undefined symbol in the built shared object. An honest answer needs only
 allocation, tensor metadata, error helpers, its device runtime's launch and
-memory calls, pybind11 and the C/C++ runtime; the allow-lists below were
-built from the symbols that every honest answer bundled with kernelgym and
-every legit sample in the test corpus imports. Anything else is refused, with
-a sentence naming the concern when the symbol belongs to a known one.
+memory calls, pybind11, the C/C++ runtime and read-only queries (CPU counts,
+clocks); the allow-lists below were built from the symbols that every honest
+answer bundled with kernelgym and every legit sample in the test corpus
+imports. Anything else is refused, with a sentence naming the concern when
+the symbol belongs to a known one.
 """
 
 from __future__ import annotations
@@ -180,6 +181,8 @@ _C_BASICS = """
     pthread_once pthread_key_create pthread_key_delete pthread_getspecific pthread_setspecific pthread_self
     pthread_equal pthread_cond_wait pthread_cond_signal pthread_cond_broadcast pthread_cond_destroy
     pthread_rwlock_rdlock pthread_rwlock_wrlock pthread_rwlock_unlock qsort bsearch abs labs llabs div ldiv
+    sysconf get_nprocs get_nprocs_conf sched_getaffinity sched_getcpu __sched_cpucount
+    clock_gettime clock_getres gettimeofday time clock times getrusage
     __cxa_atexit __cxa_finalize __cxa_allocate_exception __cxa_free_exception __cxa_throw __cxa_rethrow
     __cxa_begin_catch __cxa_end_catch __cxa_get_exception_ptr __cxa_current_exception_type __cxa_demangle
     __cxa_guard_acquire __cxa_guard_release __cxa_guard_abort __cxa_pure_virtual __cxa_deleted_virtual
@@ -339,7 +342,9 @@ _CONCERNS: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
         ("dynamic loading", r"dlopen|dlmopen|dlsym|dlvsym|dladdr1?|dlinfo|dl_iterate_phdr|cuGetProcAddress\w*|"
          r"cudaGetDriverEntryPoint\w*|musaGetDriverEntryPoint\w*|cuModuleLoad\w*|cuLibraryLoad\w*",
          "loads or looks up code at run time; call only code you compiled"),
-        ("threads", r"pthread_create|pthread_detach|pthread_join|thrd_create|clone3?|std::thread(::.*)?|"
+        # ``std::thread::hardware_concurrency`` only counts CPUs (the way C++ asks how many threads to use).
+        ("threads", r"pthread_create|pthread_detach|pthread_join|thrd_create|clone3?|"
+         r"std::thread(?!::hardware_concurrency$)(::.*)?|"
          r"std::__future_base(::.*)?|std::jthread(::.*)?|c10::(ThreadPool|TaskThreadPool\w*|TaskThreadPoolBase|"
          r"PThreadPool|ThreadPoolRegistry)(::.*)?|caffe2::PThreadPool(::.*)?|at::(launch|intraop_launch|"
          r"intraop_launch_future|internal::launch_no_thread_state|set_num_threads|set_num_interop_threads|"
@@ -366,9 +371,10 @@ _CONCERNS: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
          r"__x?stat\w*|readlink|getcwd|chdir|dup2?|dup3|pipe2?|memfd_create|std::(filesystem|__fs::filesystem)"
          r"(::.*)?|std::basic_(ifstream|ofstream|fstream|filebuf)(::.*)?|std::__basic_file(::.*)?",
          "accesses files or shared memory; compute every output from the inputs"),
-        ("timers", r"clock_gettime|gettimeofday|time|clock|times|getrusage|std::chrono::.*|\w+Event\w*|"
-         r"nanosleep|usleep|sleep|clock_nanosleep|std::this_thread::.*",
-         "reads timers, sleeps or records events; the harness times the kernel"),
+        # Reading a clock is allowed (``std::chrono::steady_clock::now``, ``clock_gettime``): the verdict never rests
+        # on the candidate's clock (docs/hacks.md, "Clocks, CPU counts and thread counts").
+        ("timers", r"\w+Event\w*|nanosleep|usleep|sleep|clock_nanosleep|std::this_thread::.*",
+         "sleeps or records device events; the harness times the kernel"),
         ("vendor library", r"(cublas|cublasLt|cudnn|cufft|curand|cusparse|cusolver|nccl|nvrtc|mkl|cblas|dnnl|"
          r"mublas|mudnn|mccl)\w*|at::cuda::(getCurrentCUDABlasHandle|getCurrentCUDASparseHandle|"
          r"getCurrentCUDASolverDnHandle|blas::.*)|at::native::cudnn\w*",

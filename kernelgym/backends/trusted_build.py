@@ -38,6 +38,7 @@ from kernelgym.backends.native import (
     CANONICAL_CUDA_HOST_CFLAGS,
     CANONICAL_LDFLAGS,
     BuildError,
+    BuildTimeout,
     ForbiddenSymbolsError,
     _checked_flags,
     beyond_floor,
@@ -76,6 +77,9 @@ _CONSTANT = re.compile(r"k[A-Z0-9]\w*")  # kFloat32, kCUDA, kContiguousFormat: d
 _TORCH_ALIAS = re.compile(r"^\s*(using Dtype = [\w:]+;|constexpr auto k\w+ = [\w:]+;)\s*$", re.MULTILINE)
 # What the full prelude would add that a light unit must not depend on: other torch headers, gradients.
 _HEAVY_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](?:torch/(?!extension\.h)|ATen/(?:ATen|Functions)\.h)', re.MULTILINE)
+
+# A compiler killed (out of memory) or a full disk says nothing about the sources: such a failure is not remembered.
+_TRANSIENT_FAILURE = re.compile(r"Killed signal terminated|No space left on device|internal compiler error: Killed|Cannot allocate memory")
 
 
 @dataclass(frozen=True)
@@ -299,7 +303,9 @@ class StoreBuilder:
         floor_loader: the ``load_inline`` that builds the toolchain floor (default torch's own).
 
     A request whose extension is in the store already (its bytes still hashing to the judge's
-    record) compiles nothing. The symbol allow-list is applied on every request, with the
+    record) compiles nothing; nor does one that did not compile before: its failure is recorded
+    (:meth:`~kernelgym.backends.store.ExtensionStore.record_failure`) and answered again with the
+    same compiler log. A build stopped for time is not recorded (the next request tries again). The symbol allow-list is applied on every request, with the
     concerns the request's rule preset admits, from the symbols recorded at publication.
     """
 
@@ -323,6 +329,9 @@ class StoreBuilder:
         with file_lock(self.build_root / "locks" / f"{plan.key[:32]}.lock"):
             record = self.store.lookup(plan.key)
             hit = record is not None
+            failure = self.store.failure(plan.key) if record is None else None
+            if failure is not None:
+                raise BuildError(failure.message, log=failure.log)
             if record is None:
                 record = self._compile_and_publish(plan, max(timeout - (time.perf_counter() - start), 1.0))
             else:  # a use, for the cache's least-recently-used eviction
@@ -334,6 +343,14 @@ class StoreBuilder:
         if findings:
             raise ForbiddenSymbolsError(findings)
         return BuiltExtension(plan.key, plan.module, self.store.library(plan.key, plan.module), time.perf_counter() - start, hit)
+
+    def settled(self, request: dict[str, Any]) -> bool:
+        """Whether the store answers ``request`` without compiling (built, remembered as failed, or refused at once)."""
+        try:
+            plan = plan_build(self.toolchain, request)
+        except BuildError:
+            return True
+        return self.store.lookup(plan.key) is not None or self.store.failure(plan.key) is not None
 
     def serve(self, request: dict[str, Any], timeout: float = 900.0, admitted: Collection[str] = ()) -> dict[str, Any]:
         """:meth:`build` with its answer (or failure) as a JSON reply for the candidate's process
@@ -350,27 +367,38 @@ class StoreBuilder:
     def _compile_and_publish(self, plan: BuildPlan, timeout: float) -> StoreRecord:
         scratch = judge_dir(self.build_root.parent) / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
-        deadline = time.perf_counter() + timeout
         with tempfile.TemporaryDirectory(prefix=f"{plan.key[:12]}-", dir=scratch) as directory:
             try:
-                self.compile(plan, Path(directory), timeout)
-            except BuildError:
-                left = deadline - time.perf_counter()
-                if plan.fallback is None or left < 1.0:  # a lighter build that ran out of time says so
-                    raise
-                # Lighter, it did not compile: the request as written, whose log is the one reported.
-                shutil.rmtree(directory)
-                os.mkdir(directory)
-                self.compile(dataclasses.replace(plan, arguments=plan.fallback, fallback=None), Path(directory), left)
-            # torch names the library `<name>_v<N>.so` when this process loaded a `<name>` before: take the newest.
-            built = sorted(Path(directory).glob(f"{plan.module}*.so"), key=lambda p: p.stat().st_mtime)
-            if not built:
-                raise BuildError("the build produced no library")
+                library = self._compile(plan, Path(directory), timeout)
+            except BuildTimeout:
+                raise
+            except BuildError as exc:  # the sources do not compile: the same request gets the same log from now on
+                if not _TRANSIENT_FAILURE.search(exc.log):
+                    self.store.record_failure(plan.key, str(exc), exc.log)
+                raise
             try:
-                imported, exported = imported_symbols(built[-1]), exported_symbols(built[-1])
+                imported, exported = imported_symbols(library), exported_symbols(library)
             except (OSError, subprocess.SubprocessError) as exc:
                 raise BuildError(f"the built extension's symbols could not be read: {exc}") from None
-            return self.store.publish(plan.key, plan.module, built[-1], imported, exported)
+            return self.store.publish(plan.key, plan.module, library, imported, exported)
+
+    def _compile(self, plan: BuildPlan, directory: Path, timeout: float) -> Path:
+        deadline = time.perf_counter() + timeout
+        try:
+            self.compile(plan, directory, timeout)
+        except BuildError:
+            left = deadline - time.perf_counter()
+            if plan.fallback is None or left < 1.0:  # a lighter build that ran out of time says so
+                raise
+            # Lighter, it did not compile: the request as written, whose log is the one reported.
+            shutil.rmtree(directory)
+            os.mkdir(directory)
+            self.compile(dataclasses.replace(plan, arguments=plan.fallback, fallback=None), directory, left)
+        # torch names the library `<name>_v<N>.so` when this process loaded a `<name>` before: take the newest.
+        built = sorted(directory.glob(f"{plan.module}*.so"), key=lambda p: p.stat().st_mtime)
+        if not built:
+            raise BuildError("the build produced no library")
+        return built[-1]
 
 
 def built_extension(reply: dict[str, Any]) -> BuiltExtension:

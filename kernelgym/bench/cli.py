@@ -72,7 +72,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     defaults = VerifierConfig()
     judge.add_argument("--trials", type=int, default=defaults.trials, help=f"correctness trials (default: {defaults.trials})")
     judge.add_argument("--warmup", type=int, default=defaults.warmup, help=f"untimed calls (default: {defaults.warmup})")
-    judge.add_argument("--runs", type=int, default=defaults.runs, help="timed calls (default: the backend's, 20 on a CPU, 100 on a GPU)")
+    judge.add_argument("--runs", type=int, default=defaults.runs,
+                       help="timed calls (default: the backend's: 20 on a CPU, up to 100 on a GPU); a quarter of them "
+                       "run under the guards' watch and are not credited, so a verdict reports the others (15 of 20)")
     judge.add_argument("--no-timing", action="store_true", help="skip timing (speedup metrics become 0)")
     judge.add_argument("--compile-baseline", action="store_true", help="also time torch.compile (faster vs compile)")
     judge.add_argument("--rules", choices=sorted(PRESETS), default=defaults.rules,

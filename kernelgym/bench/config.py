@@ -167,10 +167,15 @@ class BenchSummary:
             lines.append(f"{label:<34}{_fmt(getattr(first, name)):>12}{_fmt(getattr(best, name)):>12}")
         for key in best.fast_p:
             lines.append(f"{key:<34}{_fmt(first.fast_p[key]):>12}{_fmt(best.fast_p[key]):>12}")
+        if first.kernelbench_contract is not None and best.kernelbench_contract is not None:
+            lines.append("under KernelBench's contract (weights fixed at construction, the task's own shapes):")
+            for key in best.kernelbench_contract:
+                label = f"{key} (KernelBench's contract)" if key != "avg_at_k" else f"avg@{self.k} (KernelBench's contract)"
+                lines.append(f"{label:<34}{_fmt(first.kernelbench_contract[key]):>12}{_fmt(best.kernelbench_contract[key]):>12}")
         errors = max(first.judge_errors, best.judge_errors)
         if errors:
             lines.append(f"({errors} attempt(s) failed in the judge, not in the answer, and count as failures above: "
-                         "see their feedback, then judge the run again)")
+                         "their judge_reason in attempts.jsonl says why; fix that, then judge the run again)")
         if self.skipped:
             lines.append(f"skipped {len(self.skipped)} task(s), not counted above:")
             lines.extend(f"  {task_id}: {reason}" for task_id, reason in self.skipped.items())

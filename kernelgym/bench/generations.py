@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator, Sequence
+from concurrent.futures import as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -33,6 +35,7 @@ from kernelgym.envs.kernel_env import VerifierLike, make_verifier
 from kernelgym.errors import KernelGymError
 from kernelgym.tasks import default_backend, load_suite
 from kernelgym.tasks.task import Task, TaskSuite
+from kernelgym.verifier.result import EvalResult
 
 __all__ = ["ANSWER_SUFFIXES", "GENERATION_FILE", "AnswerSet", "judge_answers", "read_answers"]
 
@@ -197,6 +200,18 @@ def read_answers(path: str | Path, suite: TaskSuite) -> AnswerSet:
     return AnswerSet(path.name or str(path), layout, TaskSuite(suite.name, tasks), tuple(found))
 
 
+def _as_judged(verifier: VerifierLike, batch: Sequence[tuple[Task, int, str]]) -> Iterator[tuple[tuple[Task, int, str], EvalResult]]:
+    """Each answer of ``batch`` with its result, in the order the verdicts come (a slow answer holds up no other's
+    record); in the batch's order where the verifier has no ``submit``."""
+    submit = getattr(verifier, "submit", None)
+    if submit is None:
+        yield from zip(batch, verifier.evaluate_many([(task, text) for task, _, text in batch]), strict=True)
+        return
+    futures = {submit(task, text): item for item in batch for task, _, text in [item]}
+    for future in as_completed(futures):
+        yield futures[future], future.result()
+
+
 def judge_answers(
     path: str | Path, config: BenchConfig, verifier: VerifierLike | None = None
 ) -> BenchSummary:
@@ -234,8 +249,7 @@ def judge_answers(
         with (out / ATTEMPTS_FILE).open("a", encoding="utf-8") as sink:
             for batch in batches(pending, config.batch_size):
                 progress.stage(f"judging {len(batch)} answers")
-                results = verifier.evaluate_many([(task, text) for task, _, text in batch])
-                for (task, sample, text), result in zip(batch, results, strict=True):
+                for (task, sample, text), result in _as_judged(verifier, batch):  # each written as its verdict comes
                     record = attempt_record(task, sample, 1, text, result, terminated=result.ok, truncated=not result.ok)
                     sink.write(json.dumps(record) + "\n")
                     sink.flush()

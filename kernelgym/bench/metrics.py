@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from kernelgym.verifier.result import is_judge_error
@@ -60,6 +60,9 @@ class Attempt:
         score: the verifier's score.
         judge_error: the judge failed, not the answer (status ``judge_error``, or the ``judge-error`` flag
             of older records): the attempt failed, but says nothing about the answer.
+        kernelbench_status: the verdict under KernelBench's own contract (``None``: not judged under the
+            ``kernelbench`` preset); see :attr:`~kernelgym.verifier.result.EvalResult.kernelbench_verdict`.
+        kernelbench_speedup: the eager speedup under that contract.
     """
 
     task_id: str
@@ -71,6 +74,8 @@ class Attempt:
     speedup_compile: float | None = None
     score: float = 0.0
     judge_error: bool = False
+    kernelbench_status: str | None = None
+    kernelbench_speedup: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -105,7 +110,14 @@ class Attempt:
         values = {k: v for k, v in data.items() if k in known}
         if "judge_error" not in values:
             values["judge_error"] = is_judge_error(data)
+        if data.get("rules") == "kernelbench" and data.get("kernelbench_status") is None:  # both verdicts agree
+            values["kernelbench_status"], values["kernelbench_speedup"] = data.get("status"), data.get("speedup_eager")
         return cls(**values)
+
+    def under_kernelbench(self) -> Attempt:
+        """This attempt as KernelBench's contract judged it (its status and speedup)."""
+        return replace(self, status=self.kernelbench_status or self.status, speedup_eager=self.kernelbench_speedup,
+                       speedup_compile=None)
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,9 @@ class MetricSet:
         hack_rate: share of the attempts considered whose status is ``illegal``.
         judge_errors: attempts considered that failed in the judge, not in the answer (counted as failures
             above; a run with any is worth judging again).
+        kernelbench_contract: under the ``kernelbench`` preset, the same episodes judged by KernelBench's own
+            contract (:meth:`Attempt.under_kernelbench`): ``avg_at_k`` and ``fast_p`` per threshold (``None``: not
+            judged under that preset).
     """
 
     tasks: int
@@ -145,11 +160,13 @@ class MetricSet:
     geomean_speedup_compile: float | None = None
     hack_rate: float = 0.0
     judge_errors: int = 0
+    kernelbench_contract: Mapping[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A plain-JSON dict."""
         data = asdict(self)
         data["fast_p"] = dict(self.fast_p)
+        data["kernelbench_contract"] = dict(self.kernelbench_contract) if self.kernelbench_contract is not None else None
         return data
 
 
@@ -355,6 +372,13 @@ def metric_set(
 
     compile_timed = any(a.speedup_compile is not None for a in outcomes)
     passing = [a for a in outcomes if a.ok]
+    contract = None
+    if considered and all(a.kernelbench_status is not None for a in considered):
+        kb_outcomes = [o for o in (best_attempt([a.under_kernelbench() for a in attempts], upto_turn)
+                                   for (task_id, sample), attempts in episodes.items()
+                                   if task_id in wanted and 0 <= sample < k) if o is not None]
+        contract = {"avg_at_k": _share(sum(o.ok for o in kb_outcomes), total),
+                    **{f"fast_{p:g}": fast_p(kb_outcomes, p, total, "eager") for p in fast_p_thresholds}}
     return MetricSet(
         tasks=len(wanted),
         episodes=len(outcomes),
@@ -370,6 +394,7 @@ def metric_set(
         geomean_speedup_compile=geometric_mean(a.speedup_compile for a in passing if a.speedup_compile is not None),
         hack_rate=_share(sum(a.illegal for a in considered), len(considered)),
         judge_errors=sum(a.judge_error for a in considered),
+        kernelbench_contract=contract,
     )
 
 

@@ -27,7 +27,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from kernelgym.backends.native import BuildError
+from kernelgym.backends.native import BuildError, BuildTimeout
 from kernelgym.backends.trusted_build import BuildPlan
 from kernelgym.executor.sandbox import die_with_parent, kill_group, own_group, restrict_filesystem
 
@@ -60,7 +60,7 @@ class SandboxedCompile:
             log, _ = process.communicate(spec, timeout=timeout)
         except subprocess.TimeoutExpired:
             _stop(process)
-            raise BuildError(f"the build took longer than its {timeout:.0f} s budget and was stopped") from None
+            raise BuildTimeout(f"the build took longer than its {timeout:.0f} s budget and was stopped") from None
         finally:
             kill_group(process.pid)  # nothing it started outlives it
             self._replenish()

@@ -5,13 +5,17 @@ Holds:
         then forks a fresh candidate process for every answer (a fork costs
         milliseconds; starting Python and torch costs seconds).
     CandidateProcess: the trusted side's handle on one candidate process:
-        confined, in a session of its own, pinned, with nothing of the judge's
-        (no descriptors, no modules, no files but its own directory); send it
-        commands with deadlines, read its process state from ``/proc``, kill it.
+        confined, leading a process group of its own, pinned, with nothing of the
+        judge's (no descriptors, no modules, no files but its own directory); send it
+        commands with deadlines, read its process state from ``/proc``, kill it
+        and everything it started.
     main: the factory's entry point.
 
-A candidate process serves exactly one answer and is then killed. The factory
-never touches a GPU, so each forked candidate creates its own device context.
+A candidate process serves exactly one answer and is then killed, with every
+process it started: none can leave its process group (the seccomp filter
+refuses ``setsid`` and ``setpgid``), and the group stays in the worker's
+session, so a stopped worker takes them along. The factory never touches a
+GPU, so each forked candidate creates its own device context.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelgym.backends.aten_observer import RECORD_BYTES, read_record
+from kernelgym.backends.store import judge_dir
+from kernelgym.executor.sampling import ThreadSampler
 from kernelgym.executor.sandbox import (
     SandboxPolicy,
     apply_limits,
@@ -48,9 +54,9 @@ from kernelgym.executor.sandbox import (
     die_with_parent,
     drop_privileges,
     kill_group,
-    kill_session,
     own_group,
     restrict_filesystem,
+    runtime_paths,
     seccomp_unavailable,
 )
 from kernelgym.verifier.channel import BuildService, CandidateCrash, CandidateProtocolError, CandidateTimeout
@@ -91,13 +97,15 @@ class CandidateProcess:
     """One confined candidate process (forked by a :class:`CandidateFactory`), driven by the trusted judge.
 
     Args:
-        pid: its process id (it leads a session of its own).
+        pid: its process id (it leads a process group of its own, in the worker's session).
         directory: its private directory (its log and module files; shared buffers are memfds, not files here).
         conn: the judge's end of its channel.
     """
 
     build_service: BuildService | None = None
     """The trusted build step that serves the candidate's build requests (``None``: they are refused)."""
+    build_budget: float = 900.0
+    """Seconds one build request may take (the job's build budget), whatever is left of the command's."""
 
     def __init__(self, pid: int, directory: Path, conn: Connection, record_fd: int = -1) -> None:
         self.pid = pid
@@ -106,7 +114,8 @@ class CandidateProcess:
         self.record_fd = record_fd  # the memfd the native observer writes its records to (this side's descriptor)
         self.observer = False  # whether its process has the observer (said in its ready message, before any candidate code)
         self.armed = 0  # how many observed commands it was sent: the sequence number its observer's record must carry
-        self.sweeps: list[int] | None = None  # where close leaves its session to be swept later (see close)
+        self.sweeps: list[int] | None = None  # where close leaves its process group to be swept later (see close)
+        self.build_seconds = 0.0  # spent serving its build requests
         self._ready = False
 
     def wait_ready(self, timeout: float) -> None:
@@ -144,8 +153,9 @@ class CandidateProcess:
 
         While a command runs, the candidate may send build requests (``{"build": ..., "nonce": ...}``
         carrying the command's nonce, see :data:`~kernelgym.verifier.channel.BuildService`): each is
-        served by :attr:`build_service` and answered with ``("built", nonce, reply)``, all within the
-        command's deadline. Any other extra message is a protocol error.
+        served by :attr:`build_service` within :attr:`build_budget` and answered with ``("built", nonce, reply)``;
+        the command's deadline moves by the time each took (counted in :attr:`build_seconds`). Any other
+        extra message is a protocol error.
         """
         nonce = secrets.token_hex(8)
         deadline = time.monotonic() + timeout
@@ -159,7 +169,11 @@ class CandidateProcess:
             if self.build_service is None:
                 answer = {"ok": False, "error": "build", "message": "native builds are not available for this backend"}
             else:
-                answer = self.build_service(reply["build"], max(deadline - time.monotonic(), 0.0))
+                started = time.monotonic()
+                answer = self.build_service(reply["build"], self.build_budget)
+                spent = time.monotonic() - started
+                self.build_seconds += spent
+                deadline += spent  # the build's time is the build's, not the command's
             self._send(_dumps(("built", nonce, answer)))
             reply = self._receive(deadline - time.monotonic())
         if reply.get("nonce") != nonce:
@@ -240,6 +254,10 @@ class CandidateProcess:
             return []
         return sorted({f[5].strip() for f in fields if len(f) == 6 and "x" in f[1] and f[5].startswith("/")})
 
+    def sampler(self) -> ThreadSampler:
+        """A sampler of where its threads run, from this process with ``ptrace`` (:class:`~kernelgym.executor.sampling.ThreadSampler`)."""
+        return ThreadSampler(self.pid)
+
     def process_state(self) -> dict[str, Any]:
         """What the candidate could change about its own process: threads, affinity, signal handlers, limits."""
         state: dict[str, Any] = {}
@@ -257,10 +275,10 @@ class CandidateProcess:
         return state
 
     def close(self) -> None:
-        """Kill it and everything it started; remove its directory.
+        """Kill it and everything it started (its process group, which none of them can leave); remove its directory.
 
-        With :attr:`sweeps` set, every process of its session is sent SIGKILL once and its session id is
-        left in that list: the owner sweeps it (:func:`~kernelgym.executor.sandbox.kill_session`) before
+        With :attr:`sweeps` set, every process of its group is sent SIGKILL once and the group's id is
+        left in that list: the owner sweeps it (:func:`~kernelgym.executor.sandbox.kill_group`) before
         the next timed calls, instead of waiting here until the processes are gone.
         """
         with contextlib.suppress(OSError):
@@ -272,9 +290,9 @@ class CandidateProcess:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         if self.sweeps is None:
-            kill_session(self.pid)
+            kill_group(self.pid)
         else:
-            kill_session(self.pid, rounds=1)
+            kill_group(self.pid, rounds=1)
             self.sweeps.append(self.pid)
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -408,10 +426,11 @@ def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPo
                record_fd: int) -> None:
     """In a freshly forked child: become a confined candidate process and serve one answer.
 
-    Confinement comes in this order: its own session, limits, no privileges (before the device
-    context, so the driver's threads start without any), the device context, Landlock, and the
-    seccomp filter (on every thread, the driver's included). Candidate code runs only after all of
-    it; a mechanism the kernel offers that cannot be applied ends the process before ``ready``.
+    Confinement comes in this order: its own process group, limits, no privileges (before the device
+    context, so the driver's threads start without any), the device context, Landlock (writes to its
+    directory, reads of the installed runtime, the store and its directory), and the seccomp filter
+    (on every thread, the driver's included). Candidate code runs only after all of it; a mechanism
+    the kernel offers that cannot be applied ends the process before ``ready``.
     """
     from kernelgym.verifier.candidate_side import BLOCKED_MODULES, CandidateSide
 
@@ -421,9 +440,12 @@ def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPo
     # The observer writes its records to the judge's memfd from C++, set before any candidate code can intervene.
     if observer is None or not observer.record_to(record_fd):
         os.close(record_fd)
-    os.setsid()
+    # A group of its own in the worker's session: killed whole when the job ends, and with the worker's session.
+    os.setpgid(0, 0)
     die_with_parent()
     directory = Path(spec["dir"])
+    # Never readable: the judge's directories, the worker's (HOME and TMPDIR until here), other candidates'.
+    private = (str(directory.parent), str(cache_dir), str(judge_dir(cache_dir)), os.environ.get("HOME", ""), os.environ.get("TMPDIR", ""))
     log = os.open(directory / "candidate.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -441,7 +463,8 @@ def _serve_one(fd: int, spec: dict[str, Any], cache_dir: Path, policy: SandboxPo
     confinement = [drop_privileges()]
     build_root = cache_dir / "builds"
     backend.prepare_worker(build_root)  # a device context, created here and never in the factory
-    confinement.append(f"landlock: {restrict_filesystem(tuple(spec['writable']))}")
+    readable = (*runtime_paths(tuple(p for p in private if p)), str(build_root))
+    confinement.append(f"landlock: {restrict_filesystem(tuple(spec['writable']), readable)}")
     confinement.append(deny_syscalls())
     missing = [c for c in confinement if "unavailable" in c]
     if missing:  # said in its log; the ready message carries the whole account
@@ -497,7 +520,8 @@ def main(argv: list[str]) -> int:
     backend, observer = prepare_factory(cache_dir, backend_name, watch_state=not policy.builds_only)
     missing = seccomp_unavailable()
     if missing:  # candidates run with Landlock, limits and no privileges, without the system-call filter
-        print(f"kernelgym: candidates run without a seccomp filter ({missing})", flush=True)
+        print(f"kernelgym: candidates run without a seccomp filter ({missing}): they may open network sockets "
+              "and start processes outside their process group, which outlive their job", flush=True)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     gc.freeze()  # the garbage collector of a child never writes to (and so never copies) the factory's objects
     control = socket.socket(fileno=fd)

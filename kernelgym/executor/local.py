@@ -30,6 +30,7 @@ from kernelgym.backends import get_backend
 from kernelgym.backends.cache import BuildCache, default_cache_dir
 from kernelgym.executor.registry import PoolSettings, register_executor
 from kernelgym.executor.sandbox import SandboxPolicy, kill_session, scrubbed_environment
+from kernelgym.verifier.channel import BuildsDeferred
 from kernelgym.verifier.feedback import conclude
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status
@@ -39,6 +40,7 @@ __all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result
 
 _STARTUP_SECONDS = 900.0  # importing torch and, once per machine, building the precompiled header
 _WORKER_MARGIN_SECONDS = 60.0
+_DEFERRED_ROUNDS = 3  # times a judge may send an answer back for builds it asked for late, before it builds them itself
 _WORK_DIR_PREFIX = "kernelgym-worker-"
 _OWNER_FILE = "owner.pid"
 
@@ -177,6 +179,8 @@ class WorkerHandle:
             elif kind == "failed":
                 self.stop()
                 return failure_result(job, Status.JUDGE_ERROR, f"The judge's worker failed: {message[1]}", stage)
+            elif kind == "deferred":  # the answer asked for a build the store did not have: built elsewhere, judged after
+                raise BuildsDeferred(message[1])
             elif kind == "result":
                 result = message[1]  # the trusted worker's EvalResult, as it made it
                 if message[2]:
@@ -343,6 +347,15 @@ class LocalExecutor:
         # The judges start (a device context, a candidate forked ahead) while the first answers build.
         self._judges.warm()
         judged: Future[EvalResult] = Future()
+        self._build_then_judge(replace(job, defer_builds=True), judged, 0)
+        return judged
+
+    def _build_then_judge(self, job: JudgeJob, judged: Future[EvalResult], rounds: int,
+                          prebuild: tuple[dict, ...] = (), built_before: float = 0.0) -> None:
+        """Build ``job`` ahead (with ``prebuild``, the builds a judge left), then judge it; a judge that meets a build
+        the store does not have sends the job back here with it, up to :data:`_DEFERRED_ROUNDS` times (then the
+        judge builds the rest itself). A slow build holds a build worker, never a judge."""
+        assert self._builders is not None
 
         def built(build: Future[EvalResult]) -> None:
             try:
@@ -350,13 +363,27 @@ class LocalExecutor:
             except BaseException as exc:  # noqa: BLE001 (handed to the caller's future)
                 judged.set_exception(exc)
                 return
+            result = _with_build_seconds(result, built_before)
             if result.status is not Status.OK:  # it did not build: that is the verdict
                 judged.set_result(result)
                 return
-            self._judges.submit(job).add_done_callback(lambda final: _forward(final, judged, result))
+            try:
+                self._judges.submit(job).add_done_callback(lambda final: judged_once(final, result))
+            except RuntimeError as exc:  # closed meanwhile
+                judged.set_exception(exc)
 
-        self._builders.submit(replace(job, build_only=True)).add_done_callback(built)
-        return judged
+        def judged_once(final: Future[EvalResult], build: EvalResult) -> None:
+            deferred = final.exception()
+            if isinstance(deferred, BuildsDeferred):
+                again = job if rounds + 1 < _DEFERRED_ROUNDS else replace(job, defer_builds=False)
+                try:
+                    self._build_then_judge(again, judged, rounds + 1, tuple(deferred.requests), build.seconds.build)
+                except RuntimeError as exc:  # closed meanwhile
+                    judged.set_exception(exc)
+                return
+            _forward(final, judged, build)
+
+        self._builders.submit(replace(job, build_only=True, defer_builds=False, prebuild=prebuild)).add_done_callback(built)
 
     def warm(self) -> None:
         """Start every worker now, in the background (jobs submitted meanwhile wait for them).
@@ -403,6 +430,13 @@ def with_build(built: EvalResult | None, judged: EvalResult) -> EvalResult:
         return judged
     seconds = replace(judged.seconds, build=round(built.seconds.build + judged.seconds.build, 6))
     return judged.with_changes(seconds=seconds, cache_hit=built.cache_hit and judged.cache_hit)
+
+
+def _with_build_seconds(result: EvalResult, seconds: float) -> EvalResult:
+    """``result`` with the build seconds of earlier rounds of the same answer added."""
+    if not seconds:
+        return result
+    return result.with_changes(seconds=replace(result.seconds, build=round(result.seconds.build + seconds, 6)))
 
 
 def _forward(source: Future[EvalResult], target: Future[EvalResult], built: EvalResult) -> None:

@@ -4,13 +4,17 @@ Holds:
     SandboxPolicy: what a worker may use (memory, file size, processes, paths).
     scrubbed_environment: the environment variables a worker keeps.
     apply_limits: resource limits via ``setrlimit``.
-    restrict_filesystem: Landlock write confinement and TCP denial, where the kernel offers it.
+    restrict_filesystem: Landlock confinement of writes (and, when asked, reads and execution), TCP denied,
+        where the kernel offers it.
+    runtime_paths: the installed runtime a confined candidate reads and runs (Python, libraries, toolchains).
     kill_session: kill every process of a worker's session (fork bombs included).
-    kill_group, own_group: start a trusted helper in a process group of the worker's session, and stop it whole.
+    kill_group, own_group: start a trusted helper in a process group of the worker's session, and stop a group
+        whole (a candidate's too: it leads a group of its own that none of its processes can leave).
     die_with_parent: have the kernel kill this process when its parent dies.
     SandboxError: a confinement the OS offers could not be applied (the candidate must not run).
     drop_privileges: ``no_new_privs`` and no capability left (bounding set included).
-    DENIED_SYSCALLS / deny_syscalls: the seccomp filter of a candidate (EPERM for what no honest kernel needs).
+    DENIED_SYSCALLS / deny_syscalls: the seccomp filter of a candidate (EPERM for what no honest kernel needs,
+        sockets of any family but AF_UNIX included).
     seccomp_unavailable: why a machine cannot take that filter, if it cannot.
 """
 
@@ -22,15 +26,17 @@ import errno
 import os
 import platform
 import resource
+import shutil
 import signal
+import stat
 import struct
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ALLOCATOR_ENV", "SandboxPolicy", "scrubbed_environment", "apply_limits", "restrict_filesystem", "kill_session", "kill_group", "own_group", "die_with_parent",
-           "SandboxError", "drop_privileges", "DENIED_SYSCALLS", "deny_syscalls", "seccomp_unavailable"]
+__all__ = ["ALLOCATOR_ENV", "SandboxPolicy", "scrubbed_environment", "apply_limits", "restrict_filesystem", "runtime_paths",
+           "kill_session", "kill_group", "own_group", "die_with_parent", "SandboxError", "drop_privileges", "DENIED_SYSCALLS", "deny_syscalls", "seccomp_unavailable"]
 
 _KEEP_ENV = (
     "PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
@@ -120,11 +126,12 @@ _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_PDEATHSIG = 1
 _RULE_PATH_BENEATH = 1
-_FS_WRITE_FILE, _FS_REMOVE_DIR, _FS_REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FS_REMOVE_DIR, _FS_REMOVE_FILE = 1 << 4, 1 << 5
 _FS_MAKE = sum(1 << b for b in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
 _FS_REFER, _FS_TRUNCATE = 1 << 13, 1 << 14
 _NET_TCP = (1 << 0) | (1 << 1)  # bind, connect
-_SCOPE_SIGNAL = 1 << 1
+_SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -136,8 +143,14 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def restrict_filesystem(writable: tuple[str, ...]) -> str:
+def restrict_filesystem(writable: tuple[str, ...], readable: tuple[str, ...] | None = None) -> str:
     """Make everything but ``writable`` read-only and deny TCP, with Landlock.
+
+    With ``readable``, reads and ``execve`` are confined too: only what lies beneath
+    ``readable`` may be read or run, and what lies beneath ``writable`` may be read
+    and written but never run (nothing a confined process writes is executed). Paths
+    in ``readable`` that do not exist are skipped. From ABI 6 on, neither signals nor
+    abstract UNIX sockets reach a process outside the confined one's domain.
 
     Returns a short description of what was applied (``"unavailable"`` when the
     kernel has no Landlock; the other defenses still hold). Raises :class:`SandboxError`
@@ -147,22 +160,27 @@ def restrict_filesystem(writable: tuple[str, ...]) -> str:
     abi = libc.syscall(_SYS_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
     if abi < 1:
         return "unavailable"
-    fs = _FS_WRITE_FILE | _FS_REMOVE_DIR | _FS_REMOVE_FILE | _FS_MAKE
+    write = _FS_WRITE_FILE | _FS_REMOVE_DIR | _FS_REMOVE_FILE | _FS_MAKE
     if abi >= 2:
-        fs |= _FS_REFER
+        write |= _FS_REFER
     if abi >= 3:
-        fs |= _FS_TRUNCATE
-    attr = _RulesetAttr(fs, _NET_TCP if abi >= 4 else 0, _SCOPE_SIGNAL if abi >= 6 else 0)
+        write |= _FS_TRUNCATE
+    read = (_FS_READ_FILE | _FS_READ_DIR) if readable is not None else 0
+    run = _FS_EXECUTE if readable is not None else 0
+    attr = _RulesetAttr(write | read | run, _NET_TCP if abi >= 4 else 0, (_SCOPE_SIGNAL | _SCOPE_ABSTRACT_UNIX) if abi >= 6 else 0)
     size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
     ruleset = libc.syscall(_SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
         raise SandboxError(f"no Landlock ruleset: {os.strerror(ctypes.get_errno())}")
+    file_rights = _FS_WRITE_FILE | _FS_READ_FILE | _FS_EXECUTE | (_FS_TRUNCATE if abi >= 3 else 0)
     try:
-        for path in (*writable, "/dev/null"):
+        rules = [(path, write | read) for path in (*writable, "/dev/null")]
+        rules += [(path, read | run) for path in readable or () if os.path.exists(path)]
+        for path, rights in rules:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
-                rights = fs if os.path.isdir(path) else (_FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0))
-                rule = _PathBeneath(rights, fd)
+                # A rule on a file may carry only the rights that apply to files.
+                rule = _PathBeneath(rights if stat.S_ISDIR(os.fstat(fd).st_mode) else rights & file_rights, fd)
                 if libc.syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
                     raise SandboxError(f"Landlock refused the rule for {path}: {os.strerror(ctypes.get_errno())}")
             finally:
@@ -171,7 +189,74 @@ def restrict_filesystem(writable: tuple[str, ...]) -> str:
             raise SandboxError(f"Landlock could not be put in force: {os.strerror(ctypes.get_errno())}")
     finally:
         os.close(ruleset)
-    return f"landlock abi {abi}"
+    return f"landlock abi {abi}" + (", reads confined" if readable is not None else "")
+
+
+# What a confined candidate may read and run besides its own directory and the store (see docs/hacks.md,
+# "What a candidate process may not do"). Each entry is a place a library, Python or Triton's JIT reads at run time.
+_SYSTEM_PATHS = (
+    # shared libraries (also loaded lazily: cuBLAS, cuDNN, the driver's PTX compiler) and the dynamic loader
+    "/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib",
+    # Triton's JIT on a GPU: the C compiler, assembler and linker of its launchers (and ptxas where Triton
+    # ships none), their internals and the C headers; ldconfig, which it runs to find libcuda
+    "/bin", "/usr/bin", "/usr/libexec", "/usr/include", "/sbin/ldconfig", "/sbin/ldconfig.real",
+    # the kernel's views of processes, devices and CPUs (another process's private entries stay guarded: Landlock
+    # refuses a confined process ptrace access to any process outside its domain)
+    "/proc", "/sys",
+    # character devices any program opens; the GPU's device files come with a backend's writable paths.
+    # Not /dev as a whole: its block devices would give uid 0 the raw disks
+    "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+    # the loader's index of libraries (dlopen by soname, ldconfig -p); nothing else of /etc
+    "/etc/ld.so.cache",
+)
+_TOP_LEVEL_ALLOWED = frozenset({"/lib", "/lib64", "/bin", "/proc", "/sys"})
+
+
+def _overlaps(path: str, others: tuple[str, ...]) -> bool:
+    return any(path == other or other.startswith(path.rstrip("/") + "/") or path.startswith(other.rstrip("/") + "/")
+               for other in others)
+
+
+def runtime_paths(private: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """What a confined candidate reads and runs of the installed runtime, for ``restrict_filesystem(readable=...)``.
+
+    The Python install (its prefixes and every ``sys.path`` entry, kernelgym's package), the system's
+    libraries and what Triton's JIT runs (the C compilers on the ``PATH`` with their installations), the
+    GPU toolkits (``/usr/local/cuda*``, ``$CUDA_HOME``, ``$CUDA_PATH``, ``$MUSA_HOME``, torch's ``CUDA_HOME``),
+    ``$LD_LIBRARY_PATH`` and the directories of the libraries this process has mapped (the GPU driver's,
+    wherever the machine keeps it), the kernel's ``/proc`` and ``/sys``, a few devices and ``/etc/ld.so.cache``.
+
+    A path that holds or lies within one of ``private`` (the judge's directories, other candidates'),
+    ``/`` or any other top-level directory as a whole (``/etc``, ``/root``, ``/home``, ``/tmp``) is left out.
+    """
+    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path,
+                  str(Path(__file__).resolve().parents[1]), *_SYSTEM_PATHS]
+    candidates += sorted(str(p) for p in Path("/usr/local").glob("cuda*"))
+    candidates += [os.environ.get(name, "") for name in ("CUDA_HOME", "CUDA_PATH", "MUSA_HOME")]
+    candidates += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+    # The C compilers Triton's JIT may run (``$CC``, else gcc or clang on the PATH; an image may keep them in
+    # /opt): where each is found, where it resolves to, and that installation's prefix (its internals, headers).
+    for name in (os.environ.get("CC", ""), os.environ.get("CXX", ""), "cc", "gcc", "clang", "c++", "g++", "clang++"):
+        found = shutil.which(name) if name else None
+        if found:
+            real = os.path.realpath(found)
+            candidates += [os.path.dirname(found), os.path.dirname(real), os.path.dirname(os.path.dirname(real))]
+    extension = sys.modules.get("torch.utils.cpp_extension")
+    candidates.append(getattr(extension, "CUDA_HOME", None) or "")
+    mapped: set[str] = set()
+    with contextlib.suppress(OSError), open("/proc/self/maps") as maps:
+        mapped = {fields[5].strip() for fields in (line.split(None, 5) for line in maps) if len(fields) == 6}
+    candidates += [os.path.dirname(path) for path in mapped if ".so" in os.path.basename(path) and os.path.isfile(path)]
+    hidden = tuple(os.path.realpath(p) for p in private)
+    chosen: dict[str, None] = {}
+    for path in candidates:
+        if not path or not os.path.isabs(path):
+            continue
+        real = os.path.realpath(path)
+        if (real.count("/") < 2 and real not in _TOP_LEVEL_ALLOWED) or _overlaps(real, hidden) or not os.path.exists(real):
+            continue
+        chosen[path] = None
+    return tuple(chosen)
 
 
 _PGRP, _SESSION = 2, 3  # fields of /proc/<pid>/stat after the name: state, ppid, pgrp, session
@@ -307,11 +392,15 @@ DENIED_SYSCALLS = (
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
     # scheduling: the judge sets affinity and priority from outside; a candidate keeps what it is given
     "setpriority", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr", "ioprio_set",
+    # its process group: whatever it starts stays in the group the judge kills when the job ends
+    "setsid", "setpgid",
 )
 """System calls a candidate gets ``EPERM`` for (see ``docs/hacks.md``, "What a candidate process may not do")."""
 
-# Allowed only with this first argument: limits of the process itself (pid 0), and the query of the personality.
-_FIRST_ARGUMENT_ONLY = {"prlimit64": 0, "personality": 0xFFFFFFFF}
+# Allowed only with this first argument: limits of the process itself (pid 0), the query of the personality, and
+# sockets of the UNIX family (AF_UNIX: no network; the judge's channel is a socket pair opened before the filter).
+_AF_UNIX = 1
+_FIRST_ARGUMENT_ONLY = {"prlimit64": 0, "personality": 0xFFFFFFFF, "socket": _AF_UNIX, "socketpair": _AF_UNIX}
 
 _SYSCALL_NUMBERS = {
     "x86_64": {
@@ -324,7 +413,8 @@ _SYSCALL_NUMBERS = {
         "iopl": 172, "ioperm": 173, "reboot": 169, "swapon": 167, "swapoff": 168,
         "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159,
         "setpriority": 141, "sched_setaffinity": 203, "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314,
-        "ioprio_set": 251, "prlimit64": 302, "personality": 135, "seccomp": 317,
+        "ioprio_set": 251, "setsid": 112, "setpgid": 109, "prlimit64": 302, "personality": 135, "socket": 41, "socketpair": 53,
+        "seccomp": 317,
     },
     "aarch64": {
         "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "process_madvise": 440, "pidfd_getfd": 438,
@@ -336,7 +426,8 @@ _SYSCALL_NUMBERS = {
         "reboot": 142, "swapon": 224, "swapoff": 225,
         "settimeofday": 170, "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171,
         "setpriority": 140, "sched_setaffinity": 122, "sched_setscheduler": 119, "sched_setparam": 118, "sched_setattr": 274,
-        "ioprio_set": 30, "prlimit64": 261, "personality": 92, "seccomp": 277,
+        "ioprio_set": 30, "setsid": 157, "setpgid": 154, "prlimit64": 261, "personality": 92, "socket": 198, "socketpair": 199,
+        "seccomp": 277,
     },
 }
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
@@ -360,7 +451,8 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 
 
 def _filter_program(machine: str) -> bytes:
-    """The filter: another ABI than the native one (i386 ``int 0x80``, x32) and every denied call get EPERM."""
+    """The filter: another ABI than the native one (i386 ``int 0x80``, x32), every denied call, and the calls of
+    :data:`_FIRST_ARGUMENT_ONLY` with another first argument get EPERM."""
     numbers, deny = _SYSCALL_NUMBERS[machine], _RET_ERRNO | errno.EPERM
     program = [_insn(_LD_W_ABS, _ARCH), _insn(_JEQ_K, _AUDIT_ARCH[machine], 1, 0), _insn(_RET_K, deny), _insn(_LD_W_ABS, _NR)]
     if machine == "x86_64":
@@ -390,8 +482,8 @@ def deny_syscalls() -> str:
     """Install the candidate's seccomp filter on every thread of this process (inherited by all it starts).
 
     Every call in :data:`DENIED_SYSCALLS` fails with ``EPERM``; so do ``prlimit64`` on
-    another process, ``personality`` other than its query, and any call through a
-    foreign ABI. Sets ``no_new_privs`` (a filter requires it without ``CAP_SYS_ADMIN``).
+    another process, ``personality`` other than its query, ``socket`` and ``socketpair``
+    of any family but ``AF_UNIX``, and any call through a foreign ABI. Sets ``no_new_privs`` (a filter requires it without ``CAP_SYS_ADMIN``).
 
     Returns a short description (``"unavailable: ..."`` where the kernel or the
     architecture has no seccomp filters); raises :class:`SandboxError` where the

@@ -32,7 +32,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelgym.executor.sandbox import SandboxPolicy, apply_limits, die_with_parent, kill_session
+from kernelgym.executor.sandbox import SandboxPolicy, apply_limits, die_with_parent, kill_group
 
 if TYPE_CHECKING:
     from kernelgym.verifier.result import EvalResult
@@ -84,8 +84,9 @@ def main(argv: list[str]) -> int:
 
     from kernelgym.backends.native import prepare_floor
     from kernelgym.backends.trusted_build import StoreBuilder
-    from kernelgym.verifier.harness import runtime_roots
+    from kernelgym.verifier.channel import BuildsDeferred
     from kernelgym.verifier.judge import judge
+    from kernelgym.verifier.mapped_code import runtime_roots
     from kernelgym.verifier.presets import get_preset
     from kernelgym.verifier.result import Status
 
@@ -117,12 +118,12 @@ def main(argv: list[str]) -> int:
 
     # One candidate forked ahead: its device context is created while the previous answer is judged.
     spares = [spawn()]
-    # Sessions of closed processes, killed but not yet seen gone: swept before any timed call and at each job's start.
+    # Process groups of closed processes, killed but not yet seen gone: swept before any timed call and at each job's start.
     dying: list[int] = []
 
     def sweep() -> None:
         while dying:
-            kill_session(dying.pop())
+            kill_group(dying.pop())
 
     def take_spare() -> CandidateProcess:
         """The process forked ahead, ready and pinned to this worker's CPUs; another is forked in its place.
@@ -174,9 +175,16 @@ def main(argv: list[str]) -> int:
             try:
                 candidate = take_spare()
                 if builder is not None:
-                    candidate.build_service = functools.partial(builder.serve, admitted=get_preset(job.config.rules).admitted_concerns)
+                    serve = functools.partial(builder.serve, admitted=get_preset(job.config.rules).admitted_concerns)
+                    for request in job.prebuild:  # builds a judge left to this worker
+                        serve(request, job.config.timeouts.build)
+                    candidate.build_service = _deferring(serve, builder) if job.defer_builds else serve
+                    candidate.build_budget = job.config.timeouts.build
                 result = judge(job, candidate, build_root, job_dir, on_stage=lambda stage, budget: conn.send(("stage", stage, budget)),
                                twin=take_spare, quiet=quiet)
+            except BuildsDeferred as deferred:
+                result = None
+                conn.send(("deferred", deferred.requests))
             except Exception as exc:  # the candidate's process never came up
                 result = None
                 conn.send(("failed", f"the candidate's process could not start: {exc}"))
@@ -201,6 +209,18 @@ def main(argv: list[str]) -> int:
         factory.close()
         if compile_apart is not None:
             compile_apart.close()
+
+
+def _deferring(serve: Any, builder: Any) -> Any:
+    """``serve``, except that a request the store cannot answer at once is left to the build workers."""
+    from kernelgym.verifier.channel import BuildsDeferred
+
+    def serve_or_defer(request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if not builder.settled(request):
+            raise BuildsDeferred([request])
+        return serve(request, timeout)
+
+    return serve_or_defer
 
 
 def _unless_memory_held_elsewhere(result: EvalResult, backend: Any, processes: int) -> EvalResult:

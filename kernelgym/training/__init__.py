@@ -1,4 +1,4 @@
-"""Training an LLM policy on kernelgym tasks with verl.
+"""Training an LLM policy on kernelgym tasks with verl or TRL.
 
 Holds nothing itself (verl is an optional extra, imported by the modules that need it); the modules:
     verl_plugin: everything registered with verl (``verl.plugins`` entry point).
@@ -6,6 +6,8 @@ Holds nothing itself (verl is an optional extra, imported by the modules that ne
     sampler: the Buffered Dynamic Retry sampler and its dataset.
     reward: ``compute_score`` for the single-turn path, and the per-process shared verifiers.
     mirrorpop: the MirrorPop sequence filter (no verl needed).
+    advantage: TRLOO's turn-level leave-one-out advantages, selectable beside GRPO's (no verl needed).
+    trl_reward: the kernelgym reward for TRL's ``GRPOTrainer`` and the suites as TRL datasets.
     launcher: ``kernelgym train`` (data rows, Hydra overrides, the verl command).
 """
 

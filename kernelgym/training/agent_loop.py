@@ -2,6 +2,7 @@
 
 Holds:
     OUTCOME_FIELD: the ``extra_fields`` key of a trajectory's :class:`TrajectoryOutcome`.
+    TURN_REWARDS_FIELD: the ``extra_fields`` key of a trajectory's PrimeEcho step rewards (one per turn).
     TrajectoryOutcome: what one trajectory achieved (per-turn scores, solved, its most advanced failure).
     KernelGymAgentLoop: the ``kernelgym`` agent loop (``AgentLoopBase`` subclass).
 
@@ -12,7 +13,9 @@ conversation does; ``response_mask`` 0: the model is not trained on it) and the 
 repairs, up to ``max_turns`` attempts or until an attempt succeeds. The
 trajectory's reward is the PrimeEcho trajectory reward of the per-turn scores
 (:func:`~kernelgym.wrappers.prime_echo.prime_echo_rewards`), returned as
-``reward_score`` so verl skips its reward loop.
+``reward_score`` so verl skips its reward loop; the per-turn step rewards, whose
+sum it is, go beside it for turn-level advantages
+(:func:`~kernelgym.training.advantage.trloo_advantages`).
 
 Needs ``pip install 'kernelgym[verl]'``; verl finds the loop through the
 ``verl.plugins`` entry point (``kernelgym.training.verl_plugin``).
@@ -37,9 +40,10 @@ from kernelgym.verifier.result import EvalResult
 from kernelgym.wrappers.prime_echo import prime_echo_rewards
 from kernelgym.wrappers.retry import Attempt, most_advanced_failure
 
-__all__ = ["OUTCOME_FIELD", "KernelGymAgentLoop", "TrajectoryOutcome"]
+__all__ = ["OUTCOME_FIELD", "TURN_REWARDS_FIELD", "KernelGymAgentLoop", "TrajectoryOutcome"]
 
 OUTCOME_FIELD = "kernelgym"
+TURN_REWARDS_FIELD = "turn_rewards"
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,7 @@ class KernelGymAgentLoop(AgentLoopBase):
 
     Outputs: ``reward_score`` = PrimeEcho trajectory reward;
     ``extra_fields["turn_scores"]`` = per-turn verifier scores;
+    ``extra_fields["turn_rewards"]`` = per-turn PrimeEcho step rewards (they sum to ``reward_score``);
     ``extra_fields["reward_extra_info"]`` = ``first_score``, ``best_score``,
     ``solved``, ``attempts`` (logged by verl); ``extra_fields["kernelgym"]`` =
     the :class:`TrajectoryOutcome` (read by the Buffered Dynamic Retry sampler).
@@ -257,6 +262,7 @@ class KernelGymAgentLoop(AgentLoopBase):
             metrics=AgentLoopMetrics(**timing),
             extra_fields={
                 "turn_scores": scores,
+                TURN_REWARDS_FIELD: list(rewards.step_rewards),
                 "reward_extra_info": {
                     "first_score": scores[0] if scores else 0.0,
                     "best_score": max(scores, default=0.0),

@@ -292,7 +292,8 @@ def plan_training(
     the options, ``extra_overrides`` (``key=value`` strings).
 
     Raises:
-        KernelGymError: an override is not ``key=value``, or a setting is out of range.
+        KernelGymError: an override is not ``key=value``, a setting is out of range, or the advantage
+            estimator is ``trloo``, which verl's trainer cannot feed (see :mod:`kernelgym.training.advantage`).
     """
     opts = {key: value for key, value in (options or {}).items() if value is not None}
     config = replace(config, **{key: opts[key] for key in ("suite", "backend") if key in opts})
@@ -331,6 +332,13 @@ def plan_training(
         if not sep or not key:
             raise KernelGymError(f"override {raw!r} is not key=value")
         _merge(overrides, key, _Raw(value))
+    estimator = next((str(v) for k, v in overrides.items() if k.lstrip("+") == "algorithm.adv_estimator"), "")
+    if estimator == "trloo":
+        raise KernelGymError(
+            "algorithm.adv_estimator=trloo: verl's trainer hands an advantage estimator the token rewards, the "
+            "response mask and the group only, not the per-turn rewards TRLOO needs; use grpo here, or train with "
+            "TRLOO on one machine: python examples/grpo_local.py --advantage trloo (docs/local_training.md)"
+        )
 
     rows = task_rows(config.suite, config.backend, "val", 1, config.system_prompt)
     batch_size = str(overrides.get("data.train_batch_size", 1))

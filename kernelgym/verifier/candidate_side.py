@@ -40,14 +40,16 @@ import torch
 
 from kernelgym.backends import Backend, BuildRecord, KernelTracker
 from kernelgym.backends.native import BuildError, ForbiddenSymbolsError
-from kernelgym.verifier.compare import flatten_outputs, leaf_meta
+from kernelgym.verifier.candidate_objects import NotPlainOutput, detach, inert, plain_leaves, set_mode
+from kernelgym.verifier.compare import leaf_meta
 from kernelgym.verifier.guard import AtenGuard, GlobalState
+from kernelgym.verifier.placement import declared_constants, transfer_state
 
 BLOCKED_MODULES = ("numpy", "cupy", "jax", "scipy", "numba")
 """Host (and foreign) array libraries a candidate process cannot import: they would compute outputs outside the guards."""
 
-__all__ = ["BLOCKED_MODULES", "CandidateSide", "call_signature", "load_module", "SharedTensor", "map_descriptor", "map_shared", "run_call", "take_outputs", "error_line",
-           "transfer_state"]
+__all__ = ["BLOCKED_MODULES", "CandidateSide", "call_signature", "load_module", "SharedTensor", "map_descriptor",
+           "map_shared", "run_call", "take_outputs", "error_line"]
 
 _perf_counter = time.perf_counter
 
@@ -98,6 +100,14 @@ def error_line(exc: BaseException) -> str:
     where = f" (candidate line {frames[-1].lineno})" if frames else ""
     text = f"{type(exc).__name__}: {exc}".strip()
     return (text[:1500] + " ...") if len(text) > 1500 else text + where
+
+
+def _as_if_device_present() -> None:
+    """In a build-ahead worker's candidate (no GPU is visible there), ``torch.cuda.is_available()`` says what the
+    judged process will see: an answer that builds only where CUDA is available asks for its build here too.
+    What then needs the device fails; a build-ahead construction keeps only what was built."""
+    if not torch.cuda.is_available():
+        torch.cuda.is_available = lambda: True
 
 
 def load_module(name: str, source: str, directory: Path) -> ModuleType:
@@ -156,8 +166,14 @@ def call_signature(values: list[Any]) -> tuple:
 
 def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracker: KernelTracker, training: bool, grad: bool,
              observer: Any = None, python_guard: bool = True, take: list[Any] | None = None,
-             poison: bool = True) -> tuple[list[Any], dict[str, Any]]:
+             poison: bool = True, release: list[Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
     """One forward as every call is made: poison memory, flush caches, guard, time, settle, take the outputs.
+
+    Nothing of ``model``'s runs outside the watched region but its forward: its mode is set
+    without calling it (:func:`set_mode`), its outputs are read without calling them
+    (:func:`plain_leaves`: an output that is not plain is refused unread), and what an earlier
+    call returned (``release``, emptied here) is let go once the observer is armed, so what its
+    finalizers do is watched and falls inside the request the judge measures.
 
     Memory is poisoned in place, keyed by the call's signature (input shapes and dtypes,
     training, grad): from the second call of a signature on, the output's allocation is
@@ -179,21 +195,29 @@ def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracke
     ``take`` (the judge's buffers, where shape and dtype match) at once, so the values
     verified are those present when the call returned, whatever the candidate's threads
     do afterwards.
+
+    Raises:
+        NotPlainOutput: the forward returned something :func:`plain_leaves` refuses.
     """
-    model.train(training)
-    backend.poison_memory((call_signature(inputs), training, grad), fill=poison)
+    set_mode(model, training)
     guard = AtenGuard() if python_guard else None
     timer = backend.call_timer()
-    timer.flush()
     if observer is not None:
         observer.arm(every=python_guard)
     try:
+        if release is not None:
+            release.clear()  # before the poisoning: the memory it frees is poisoned too
+        backend.poison_memory((call_signature(inputs), training, grad), fill=poison)
+        timer.flush()
         with torch.set_grad_enabled(grad), tracker.watching(), (guard if guard is not None else contextlib.nullcontext()):
             timer.start()
             output = model(*inputs)
             timer.stop()
         pending_ms = timer.settle()
-        leaves = flatten_outputs(output)
+        try:
+            leaves = plain_leaves(output)
+        finally:
+            del output  # an output refused goes here, still watched
         if take is not None:
             take_outputs(leaves, take)
             backend.synchronize()
@@ -212,56 +236,14 @@ def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracke
 
 
 def take_outputs(leaves: list[Any], buffers: list[Any]) -> None:
-    """Copy each output leaf into its buffer (only exact shape and dtype matches; the others are judged on their metadata)."""
+    """Copy each output leaf into its buffer (only plain tensors of exact shape and dtype; the others are judged on their metadata).
+
+    The leaves are :func:`plain_leaves`' (read through ``torch.Tensor``'s own slots: nothing of the candidate's runs).
+    """
     with torch.no_grad():
         for leaf, buffer in zip(leaves, buffers, strict=False):
-            if buffer is not None and isinstance(leaf, torch.Tensor) and leaf.shape == buffer.shape and leaf.dtype == buffer.dtype:
-                buffer.copy_(leaf.detach())
-
-
-def transfer_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> tuple[list[str], list[str]]:
-    """Copy the reference's ``state`` into ``model``; return what found no place, and what received nothing.
-
-    A tensor goes to the one of the same name and shape; the rest go, in ``state``'s order, each to
-    the first tensor not yet filled of equal shape and dtype in ``model``'s ``state_dict`` (registration
-    order): an answer that holds ``self.weight`` where the reference holds ``self.conv.weight`` gets it.
-
-    Returns:
-        The names in ``state`` that found no place, and the tensors of ``model`` that received
-        nothing: ``state_dict`` entries left unfilled and tensors held as plain attributes.
-
-    Example:
-        >>> class Renamed(torch.nn.Module):
-        ...     def __init__(self):
-        ...         super().__init__()
-        ...         self.weight = torch.nn.Parameter(torch.zeros(3, 2))
-        ...         self.bias = torch.nn.Parameter(torch.zeros(3))
-        >>> reference, model = torch.nn.Linear(2, 3), Renamed()
-        >>> transfer_state(model, reference.state_dict()), torch.equal(model.bias, reference.bias)
-        (([], []), True)
-        >>> model.weight_t = model.weight.detach().t()
-        >>> transfer_state(model, {"scale": torch.ones(4)})
-        (['scale'], ['weight', 'bias', 'weight_t'])
-    """
-    free = dict(model.state_dict())  # own tensors not yet filled, in registration order
-    by_order: list[str] = []
-    unplaced: list[str] = []
-    with torch.no_grad():
-        for key, value in state.items():
-            if key in free and free[key].shape == value.shape:
-                free.pop(key).copy_(value)
-            else:
-                by_order.append(key)
-        for key in by_order:
-            value = state[key]
-            match = next((name for name, own in free.items() if own.shape == value.shape and own.dtype == value.dtype), None)
-            if match is None:
-                unplaced.append(key)
-            else:
-                free.pop(match).copy_(value)
-    held = [f"{prefix}{'.' if prefix else ''}{name}" for prefix, module in model.named_modules()
-            for name, value in vars(module).items() if isinstance(value, torch.Tensor)]
-    return unplaced, [*free, *held]
+            if buffer is not None and type(leaf) is torch.Tensor and leaf.shape == buffer.shape and leaf.dtype == buffer.dtype:
+                buffer.copy_(detach(leaf))
 
 
 class _Allocator(torch.nn.Module):
@@ -296,11 +278,14 @@ class CandidateSide:
         self.builds: list[BuildRecord] = []
         self.device = backend.device()
         self.state = GlobalState.capture() if watch_state else None
+        if not watch_state and backend.device_type == "cuda":
+            _as_if_device_present()
         self.module: ModuleType | None = None
         self.model: torch.nn.Module | None = None
         self.inputs: list[Any] = []
         self.outputs: list[torch.Tensor | None] = []
-        self.kept: list[Any] = []
+        self.kept: list[Any] = []  # what the last call or probe returned (a fetch reads it again)
+        self.held: list[Any] = []  # what earlier calls returned, let go in the next call (see run_call's ``release``)
         self.working: list[Any] = []
         self.working_for: list[Any] | None = None
 
@@ -361,14 +346,21 @@ class CandidateSide:
         return self.cmd_state(state)
 
     def cmd_state(self, state: dict[str, Any], descriptors: list[int] | None = None) -> dict[str, Any]:
-        """Load the reference's parameters and buffers (see :func:`transfer_state`), then move to the device.
+        """Load the reference's parameters and buffers (see :func:`~kernelgym.verifier.placement.transfer_state`), then move to the device.
 
         ``state`` holds tensors, or :class:`SharedTensor` places in the memfd whose descriptor (at most one)
         arrived with the command. The reply's ``unplaced`` names the reference tensors that found no place
-        in ``ModelNew``, its ``unfilled`` the tensors of ``ModelNew`` that received none.
+        in ``ModelNew``, its ``unfilled`` the tensors of ``ModelNew`` that received none, its ``constant``
+        the entries of ``ModelNew.constant_weights`` (:func:`~kernelgym.verifier.placement.declared_constants`).
         """
         assert self.model is not None
         state = _mapped_state(state, descriptors)
+        try:
+            constant = declared_constants(self.model)
+        except TypeError as exc:
+            return {"ok": False, "error": "format", "message": str(exc)}
+        except Exception as exc:
+            return {"ok": False, "error": "runtime", "message": f"reading ModelNew.constant_weights raised {error_line(exc)}"}
         try:
             unplaced, unfilled = transfer_state(self.model, state)
         except Exception as exc:
@@ -377,7 +369,7 @@ class CandidateSide:
             self.model.to(self.device)
         except Exception as exc:
             return {"ok": False, "error": "runtime", "message": f"ModelNew.to({self.device}) raised {error_line(exc)}"}
-        return {"ok": True, "state": self._state_changes(), "unplaced": unplaced, "unfilled": unfilled}
+        return {"ok": True, "state": self._state_changes(), "unplaced": unplaced, "unfilled": unfilled, "constant": constant}
 
     def cmd_bind(self, inputs: list[Any], outputs: list[Any], descriptors: list[int] | None = None) -> dict[str, Any]:
         """Take the trusted side's input buffers and the buffers outputs are copied into on ``fetch``.
@@ -388,7 +380,7 @@ class CandidateSide:
         memory = _memory(descriptors)
         self.inputs = [_unwrap(v, memory) for v in inputs]
         self.outputs = [_unwrap(v, memory) for v in outputs]
-        self.kept = []
+        self.held, self.kept = [*self.held, *self.kept], []
         return {"ok": True}
 
     def cmd_call(self, training: bool, grad: bool, python_guard: bool = True) -> dict[str, Any]:
@@ -397,9 +389,12 @@ class CandidateSide:
         ``python_guard=False`` is honoured only where the native observer watches the call.
         """
         assert self.model is not None
-        self.kept = []
+        release, self.held, self.kept = [*self.held, *self.kept], [], []
         try:
-            leaves, reply = self._made_call(self.model, self.tracker, training, grad, python_guard)
+            leaves, reply = self._made_call(self.model, self.tracker, training, grad, python_guard, release)
+        except NotPlainOutput as exc:
+            return {"ok": False, "error": "illegal", "rule": exc.rule, "detail": f"the output is {exc.detail}",
+                    "message": "ModelNew.forward must return plain torch.Tensors, alone or in plain tuples or lists."}
         except ForbiddenSymbolsError as exc:
             return _forbidden(exc)
         except BuildError as exc:  # JIT backends (Triton) compile at the first launch
@@ -411,11 +406,11 @@ class CandidateSide:
         return reply
 
     def _made_call(self, model: torch.nn.Module, tracker: KernelTracker, training: bool, grad: bool,
-                   python_guard: bool) -> tuple[list[Any], dict[str, Any]]:
+                   python_guard: bool, release: list[Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
         """:func:`run_call` on the working inputs, whatever ``forward`` did to them copied back where the judge looks."""
         inputs = self._working_inputs()
         leaves, reply = run_call(model, inputs, self.backend, tracker, training, grad, self.observer,
-                                 python_guard or self.observer is None, self.outputs)
+                                 python_guard or self.observer is None, self.outputs, release=release)
         for shared, working in zip(self.inputs, inputs, strict=True):
             if working is not shared:
                 shared.copy_(working)
@@ -446,12 +441,16 @@ class CandidateSide:
     def cmd_probe(self, training: bool, grad: bool) -> dict[str, Any]:
         """A call made exactly as :meth:`cmd_call` makes one, of a judge's module that only allocates the outputs.
 
-        The judge measures it from outside to know what the harness costs around a forward in this process.
-        Its outputs are kept until the next request, as a call's are: the next call then frees and poisons
-        as much memory after a probe as after a call. (With a call's outputs still held, a probe poisoned
-        one output's worth less than a call does, and that fill, about 1.2 ms for a 4 GB output on an
-        H200, was taken for the answer's own time when the audit compared the two.)
+        The judge measures it from outside to know what the harness costs around a forward in this process,
+        so nothing of the candidate's may run in it: the last call's outputs are let go here only when that
+        runs none of its code (:func:`_inert`), else in the next call. Its outputs are kept until the next
+        request, as a call's are: the next call then frees and poisons as much memory after a probe as after
+        a call. (With a call's outputs still held, a probe poisoned one output's worth less than a call does,
+        and that fill, about 1.2 ms for a 4 GB output on an H200, was taken for the answer's own time when
+        the audit compared the two.)
         """
+        if not inert(self.kept):
+            self.held += self.kept
         self.kept = []
         leaves, reply = self._made_call(_Allocator(self.outputs), KernelTracker(), training, grad, False)
         self.kept = leaves

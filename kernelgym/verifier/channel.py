@@ -4,6 +4,7 @@ Holds:
     CandidateChannel: what the judge needs of a candidate process.
     CandidateTimeout / CandidateCrash / CandidateProtocolError: how a request can fail.
     BuildService: the trusted build step as the channel calls it.
+    BuildsDeferred: a judge left a job to the build workers, with the builds it asked for.
 
 The protocol: the judge sends ``(name, nonce, *args)`` (pickled) and the candidate
 answers one JSON object echoing the nonce. While a command runs, the candidate may
@@ -17,12 +18,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["BuildService", "CandidateChannel", "CandidateTimeout", "CandidateCrash", "CandidateProtocolError"]
+if TYPE_CHECKING:
+    from kernelgym.verifier.sampled_compute import CodeSampler
+
+__all__ = ["BuildService", "BuildsDeferred", "CandidateChannel", "CandidateTimeout", "CandidateCrash", "CandidateProtocolError"]
 
 BuildService = Callable[[dict[str, Any], float], dict[str, Any]]
 """Serves one build request of the candidate within a number of seconds; returns the reply it is sent."""
+
+
+class BuildsDeferred(Exception):
+    """A judge met a build request that is not in the store: it leaves the job, which goes to a build worker with
+    ``requests`` (built there, ahead) and comes back. No judge, nor the device it times on, waits on a compiler.
+
+    Attributes:
+        requests: the build requests (:func:`~kernelgym.backends.trusted_build.plan_build`'s fields) to build ahead.
+    """
+
+    def __init__(self, requests: list[dict[str, Any]]) -> None:
+        super().__init__(f"{len(requests)} build(s) left to the build workers")
+        self.requests = list(requests)
 
 
 class CandidateTimeout(Exception):
@@ -42,9 +59,12 @@ class CandidateChannel(Protocol):
 
     Attributes:
         dir: the candidate's private directory (its log and module files; the judge follows no path there).
+        build_seconds: seconds spent so far serving its build requests (measured on the judge's side); a
+            command's deadline is moved by the time its builds took, so no stage but the build stage pays for them.
     """
 
     dir: Path
+    build_seconds: float
 
     def request(self, command: tuple, timeout: float) -> dict[str, Any]:
         """Send a command, return the candidate's JSON reply (raises the exceptions above)."""
@@ -75,4 +95,8 @@ class CandidateChannel(Protocol):
 
     def process_state(self) -> dict[str, Any]:
         """Threads, affinity, signal handlers and resource limits of the candidate process, read from outside."""
+        ...
+
+    def sampler(self) -> CodeSampler:
+        """A sampler of where the candidate's threads run, from outside (:mod:`kernelgym.verifier.sampled_compute`)."""
         ...

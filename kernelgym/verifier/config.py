@@ -4,15 +4,19 @@ Holds:
     StageTimeouts: wall-clock budget of each stage that runs candidate code.
     VerifierConfig: every knob of the judge, with documented defaults.
     WEIGHTS: the weights contracts (``redrawn``, ``fixed``).
+    SERVED_BOUNDS, check_bounds: the settings a judge serving untrusted clients accepts (``kernelgym serve``).
+    config_from_dict: a config from JSON overrides (nested ``reward``, ``timeouts`` too).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import Any
 
 from kernelgym.verifier.reward import RewardSpec
 
-__all__ = ["StageTimeouts", "VerifierConfig", "WEIGHTS"]
+__all__ = ["SERVED_BOUNDS", "StageTimeouts", "VerifierConfig", "WEIGHTS", "check_bounds", "config_from_dict"]
 
 WEIGHTS = ("redrawn", "fixed")
 """The weights contracts: ``redrawn`` (one trial redraws every floating parameter and buffer; the default)
@@ -73,10 +77,11 @@ class VerifierConfig:
         rules: the rule preset, ``native`` (no PyTorch/ATen compute; the default) or ``kernelbench``
             (PyTorch operators allowed in ``ModelNew``; every hack defense on): :mod:`kernelgym.verifier.presets`.
         weights: the weights contract. The reference's parameters and buffers reach ``ModelNew`` by name,
-            then by registration order among tensors of equal shape and dtype. ``redrawn`` (the default)
+            then by shape and role among tensors of equal shape and dtype. ``redrawn`` (the default)
             also checks one trial with every floating parameter and buffer moved away from its initial
-            value, so an answer must compute from its parameters in ``forward`` (one whose tensors could
-            not all be placed is not redrawn, and is flagged ``weights-not-redrawn``); ``fixed`` is
+            value, so an answer must compute from its parameters in ``forward`` (one with no place for
+            some is ``incorrect``, ``weights-unplaced``, unless it names them in ``constant_weights``: then
+            they are not redrawn, and it is flagged ``weights-not-redrawn`` and scored lower); ``fixed`` is
             KernelBench's contract: the weights set at construction never change.
     """
 
@@ -109,3 +114,97 @@ class VerifierConfig:
             raise ValueError("VerifierConfig.trials must be at least 3")
         if (self.runs is not None and self.runs < 1) or self.warmup < 0:
             raise ValueError("VerifierConfig.runs >= 1, warmup >= 0")
+
+
+_DEFAULTS = VerifierConfig()
+
+SERVED_BOUNDS: dict[str, tuple[float, float]] = {
+    "trials": (3, 20),
+    "warmup": (0, 100),
+    "runs": (1, 1000),
+    "timing_seconds": (0.0, 10.0),
+    "faster_threshold": (1.0, 100.0),
+    "memory_limit_gb": (0.5, 64.0),
+    # Tolerances: a request may tighten them, never loosen them beyond the defaults (the ``kernelbench``
+    # preset's floor, KernelBench's 1e-2, is the judge's own and applies whatever a request asks).
+    "atol": (0.0, _DEFAULTS.atol),
+    "rtol": (0.0, _DEFAULTS.rtol),
+    "low_precision_tol": (0.0, _DEFAULTS.low_precision_tol),
+    "seed": (0, 2**63 - 1),
+    "timeouts.build": (1.0, 1800.0),
+    "timeouts.check": (1.0, 600.0),
+    "timeouts.time": (1.0, 600.0),
+    "timeouts.per_reference_call": (1.0, 100.0),
+    "timeouts.ceiling": (1.0, 3600.0),
+    "reward.compile_weight": (0.0, 1.0),
+    "reward.correct_weight": (0.0, 1.0),
+    "reward.speed_weight": (0.0, 1.0),
+    "reward.speedup_cap": (1.0, 1000.0),
+}
+"""The range (inclusive) of every numeric setting a judge serving untrusted clients accepts (:func:`check_bounds`)."""
+
+_INTEGERS = frozenset({"trials", "warmup", "runs", "seed"})
+_SERVED_FIXED = {
+    "check_variants": (True, "a served judge always checks the task's extra shapes"),
+    "roofline_bandwidth_gbs": (None, "a served judge uses its own device's peak bandwidth"),
+}
+
+
+def check_bounds(config: VerifierConfig) -> None:
+    """Refuse settings that a judge serving untrusted clients must not take: a request may tighten the judge, never
+    loosen it (tolerances above the defaults, variants off, a roofline of its choosing) or hold its workers for long
+    (counts and budgets beyond :data:`SERVED_BOUNDS`). ``None`` ``runs`` and ``seed`` keep their meaning.
+
+    Raises:
+        ValueError: one line naming the first setting out of bounds and its bound.
+
+    Example:
+        >>> check_bounds(VerifierConfig(atol=1e-5, runs=100))
+        >>> check_bounds(VerifierConfig(atol=1e30))
+        Traceback (most recent call last):
+        ...
+        ValueError: atol is 1e+30; a served judge takes it from 0 to 0.0001
+    """
+    for name, (required, why) in _SERVED_FIXED.items():
+        if getattr(config, name) is not required:
+            raise ValueError(f"{name} must be {'true' if required is True else 'null'}: {why}")
+    for booleans in ("timing", "compile_baseline"):
+        if not isinstance(getattr(config, booleans), bool):
+            raise ValueError(f"{booleans} must be true or false")
+    for name, (low, high) in SERVED_BOUNDS.items():
+        owner, _, leaf = name.rpartition(".")
+        value = getattr(getattr(config, owner) if owner else config, leaf)
+        if value is None and name in ("runs", "seed"):
+            continue
+        kinds = (int,) if name in _INTEGERS else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            raise ValueError(f"{name} must be {'an integer' if name in _INTEGERS else 'a number'}, not {value!r}")
+        if not low <= value <= high:  # also refuses NaN
+            raise ValueError(f"{name} is {value:g}; a served judge takes it from {low:g} to {high:g}")
+
+
+def config_from_dict(overrides: Mapping[str, Any], base: VerifierConfig | None = None) -> VerifierConfig:
+    """``base`` (default settings if ``None``) with ``overrides`` applied; nested settings may be partial dicts.
+
+    Raises:
+        ValueError: an unknown setting, or a value the config refuses (the message names it).
+
+    Example:
+        >>> config = config_from_dict({"rules": "kernelbench", "timeouts": {"build": 60}})
+        >>> config.rules, config.timeouts.build, config.timeouts.check
+        ('kernelbench', 60, 120.0)
+    """
+    base = base or VerifierConfig()
+    known = {f.name for f in fields(VerifierConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"unknown config setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    values: dict[str, Any] = {}
+    for name, value in overrides.items():
+        try:  # one setting at a time, so that the reason names it
+            current = getattr(base, name)
+            values[name] = replace(current, **value) if is_dataclass(current) and isinstance(value, Mapping) else value
+            replace(base, **{name: values[name]})
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"bad config setting {name}: {exc}") from None
+    return replace(base, **values)  # each setting is checked on its own (no check of the config spans two)

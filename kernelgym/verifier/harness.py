@@ -15,12 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.machinery
 import os
 import random
-import site
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -47,14 +43,22 @@ from kernelgym.verifier.compare import (
 )
 from kernelgym.verifier.guard import compute_ops
 from kernelgym.verifier.job import JudgeJob
+from kernelgym.verifier.mapped_code import RUNTIME_FILES, Places, installed
+from kernelgym.verifier.placement import covered_names
 from kernelgym.verifier.presets import get_preset
 from kernelgym.verifier.reference_builds import ReferenceBuilds
 from kernelgym.verifier.result import Status, Violation
 from kernelgym.verifier.rules import runtime
+from kernelgym.verifier.sampled_compute import sample_forward
 from kernelgym.verifier.trial_inputs import SharedBuffers
 
-__all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "share_buffers", "mismatch_verdict", "redrawable_state", "runtime_roots", "tolerances",
+__all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "share_buffers", "mismatch_verdict", "redrawable_state", "tolerances",
            "perf_counter"]
+
+SAMPLED_FROM_SPEEDUP = 0.5
+"""Answers timed at least this fast against eager PyTorch are sampled for ATen's compute (``aten-compute-sampled``):
+one slower than half of ATen's own speed gained nothing by calling ATen, and is not sampled (sampling costs a
+judgement up to a second of untimed calls)."""
 
 IDLE_WAIT_SECONDS = 0.05
 """How long the judge waits for a candidate's threads to stop running before it reads its outputs again (host)."""
@@ -116,7 +120,8 @@ def _require_ok(reply: dict[str, Any]) -> None:
     if error == "illegal":
         detail = str(reply.get("detail", message))
         builders = {"forbidden-native-symbol": runtime.forbidden_native_symbol, "host-array-library": runtime.host_array_library,
-                    "work-after-return": runtime.work_after_return}
+                    "work-after-return": runtime.work_after_return,
+                    **{rule: functools.partial(runtime.output_violation, rule) for rule in ("output-not-plain-tensor", "output-not-plain-container")}}
         builder = builders.get(str(reply.get("rule")))
         violation = builder(detail) if builder else runtime.forged_message(f"a reply naming the unknown rule {reply.get('rule')!r}")
         raise illegal_verdict(message, violation)
@@ -155,6 +160,7 @@ class Harness:
         self.checked_libraries: set[Path] = set()
         self.init_inputs: list[Any] = []
         self.unplaced_weights: list[str] = []
+        self.constant_weights: list[str] = []
         self.unfilled_tensors: list[str] = []
         self.constant_names: set[str] = set()  # module constants a shape has set in the answer's program (see models)
         self.reference_builds = ReferenceBuilds()
@@ -162,6 +168,9 @@ class Harness:
         self.last_reading: dict[int, float] | None = None
         self.idle_cpu_ms: list[float] = []
         self.pending_ms: list[float] = []
+        self.stage_built = 0.0  # seconds the running stage spent waiting on builds (not charged to it)
+        # What the check stage was checking last: a shape variant (None: the task's own) and a (training, grad) mode.
+        self.checking: tuple[dict[str, Any] | None, tuple[bool, bool] | None] = (None, None)
 
     # --- the stage clock ----------------------------------------------------------------------
 
@@ -169,6 +178,7 @@ class Harness:
     def stage(self, name: str, budget: float) -> Iterator[None]:
         start = perf_counter()
         self.stage_name = name
+        self.stage_built = 0.0
         self.set_budget(budget, start)
         try:
             yield
@@ -176,13 +186,18 @@ class Harness:
             self.progress.seconds[name] = self.progress.seconds.get(name, 0.0) + perf_counter() - start
 
     def set_budget(self, budget: float, start: float | None = None) -> None:
-        """(Re)set the running stage's budget, counted from its start."""
-        begun = start if start is not None else self.deadline - self.stage_budget
-        self.stage_budget, self.deadline = budget, begun + budget
-        self.on_stage(self.stage_name, budget)
+        """(Re)set the running stage's budget, counted from its start, plus the time its builds took."""
+        begun = start if start is not None else self.deadline - self.stage_budget - self.stage_built
+        self.stage_budget, self.deadline = budget, begun + budget + self.stage_built
+        self.on_stage(self.stage_name, budget + self.stage_built)
 
     def ask(self, *command: Any) -> dict[str, Any]:
-        """One request to the candidate within the stage's budget; failures become verdicts."""
+        """One request to the candidate within the stage's budget; failures become verdicts.
+
+        Builds the candidate asked for meanwhile (served by the trusted side) are the build stage's: the
+        running stage's deadline moves by their time, which is counted as build time, not the stage's.
+        """
+        built_before = self.candidate.build_seconds
         try:
             return self.candidate.request(command, self.deadline - perf_counter())
         except CandidateTimeout:
@@ -195,6 +210,13 @@ class Harness:
             raise Verdict(Status.RUNTIME_ERROR, [f"Your program's process crashed during the {self.stage_name} stage: {exc}"]) from None
         except CandidateProtocolError as exc:
             raise illegal_verdict("Your program wrote on the judge's channel.", runtime.forged_message(str(exc))) from None
+        finally:
+            built = self.candidate.build_seconds - built_before
+            if built > 0 and self.stage_name != "build":
+                self.stage_built += built
+                self.progress.seconds[self.stage_name] = self.progress.seconds.get(self.stage_name, 0.0) - built
+                self.progress.seconds["build"] = self.progress.seconds.get("build", 0.0) + built
+                self.set_budget(self.stage_budget)
 
     # --- build ----------------------------------------------------------------------------------
 
@@ -217,6 +239,23 @@ class Harness:
         self.baseline = self.candidate.process_state()
         self.cpus = max(1, len(self.baseline.get("affinity") or [None]))
 
+    def construct_ahead(self) -> None:
+        """Construct ``ModelNew`` once with the task's own init inputs, without weights, so that every build its
+        ``__init__`` asks for is made (or found to fail) now, in the build stage, and found in the store after.
+
+        Only a build's own verdict (it did not compile, or links what it must not) is taken from it: any other
+        failure (a device it cannot reach in a build-ahead worker, a weights-dependent ``__init__``) is left to
+        the check stage's constructions, which judge it.
+        """
+        if self.reference is None:
+            return
+        init_inputs = self.init_inputs_for({})
+        reply = self.ask("construct", self.job.seeds[0], init_inputs, {}, {})
+        if reply.get("ok") or reply.get("error") in ("build", "illegal"):
+            _require_ok(reply)
+            if not self.job.build_only:
+                self.observe_state(reply, "while building ModelNew")
+
     def observe_state(self, reply: dict[str, Any], when: str) -> None:
         changes = reply.get("state") or []
         if changes:
@@ -231,15 +270,15 @@ class Harness:
         Reads ``/proc/<pid>/maps`` from the judge's side; the candidate's process is never asked.
         """
         store = ExtensionStore(self.build_root)
-        places = _Places.of(self.build_root, self.candidate.dir)
+        places = Places.of(self.build_root, self.candidate.dir)
         for path in self.candidate.libraries():
-            if path in _RUNTIME_FILES:
+            if path in RUNTIME_FILES:
                 continue
             library = Path(path)
             if library in self.checked_libraries:
                 continue
             record = store.verified(library)
-            if record is None and not _installed(path, places, self.job.backend):
+            if record is None and not installed(path, places, self.job.backend):
                 raise illegal_verdict("Your program loaded native code the judge did not build.", runtime.unverified_library(path))
             self.checked_libraries.add(library)
             if record is None:
@@ -254,25 +293,49 @@ class Harness:
                                       runtime.forbidden_native_symbol(detail))
 
     def check_process(self, when: str) -> None:
-        """Threads, affinity, signal handlers and limits of the candidate's process are as they were after loading."""
+        """Affinity, signal handlers and limits of the candidate's process are as they were after loading.
+
+        The number of its threads may differ: an OpenMP runtime grows its pool for a ``num_threads(8)``
+        team and shrinks it for a smaller one, and threads left idle after a call change nothing the
+        verdict rests on. What threads do after a call returns is ``work-after-return``, read from their
+        CPU time between requests (:meth:`measured`) and from the outputs read again once they are idle.
+        The handlers glibc installs for itself at the process's first new thread are not the candidate's
+        (:data:`_LIBC_SIGNALS`).
+        """
         self.check_libraries()
         now = self.candidate.process_state()
-        changes = [f"{key} {self.baseline.get(key)} -> {value}" for key, value in now.items() if self.baseline.get(key) != value]
+        changes = [f"{key} {self.baseline.get(key)} -> {value}" for key, value in now.items()
+                   if key != "threads" and _compared(key, self.baseline.get(key)) != _compared(key, value)]
         if changes:
             raise illegal_verdict(f"The candidate changed its process {when}.", runtime.process_state_changed(changes))
+
+    def sample_compute(self) -> None:
+        """ATen's compute in ``forward``, seen by sampling from outside (:mod:`~kernelgym.verifier.sampled_compute`), is illegal."""
+        if "aten-compute-sampled" in self.preset.waived or self.device.type != "cpu":
+            return  # a preset that allows ATen compute; a device, where kernels run off the threads sampled
+        timing = self.progress.timing
+        if timing.get("runtime_ms") and timing["ref_eager_ms"] / timing["runtime_ms"] < SAMPLED_FROM_SPEEDUP:
+            return  # far slower than ATen's own kernels: computing in them would have gained it speed
+        share = sample_forward(self)
+        if share.refused:
+            self.progress.flags.append("compute-not-sampled")
+        elif share.computed_in_aten:
+            raise illegal_verdict("PyTorch's kernels computed ModelNew.forward's outputs.", runtime.aten_compute_sampled(share.sentence()))
 
     # --- models and calls ---------------------------------------------------------------------------
 
     def models(self, variant: dict[str, Any]) -> torch.nn.Module:
         """Build the reference here and ``ModelNew`` there, with the same init inputs and the reference's state.
 
-        The state reaches ``ModelNew`` by name, then by registration order among tensors of equal shape
-        and dtype (:func:`~kernelgym.verifier.candidate_side.transfer_state`). ``unplaced_weights`` keeps
-        the floating ones its process reports it could not place; ``unfilled_tensors`` the tensors of
-        ``ModelNew`` it reports received none (only a rule's name rests on those). The report is the
-        candidate's: one that hides an unplaced tensor gets the answer checked with weights it never
-        received, and one that calls a placed tensor unplaced gets no more than an answer truly holding
-        no such tensor (the redraw skipped, the result flagged).
+        The state reaches ``ModelNew`` by name, then by shape and role among tensors of equal shape and
+        dtype (:func:`~kernelgym.verifier.placement.transfer_state`). ``constant_weights`` keeps the
+        floating ones ``ModelNew`` names in its ``constant_weights`` (:func:`~kernelgym.verifier.placement.covered_names`);
+        ``unplaced_weights`` the other floating ones its process reports it could not place;
+        ``unfilled_tensors`` the tensors of ``ModelNew`` it reports received none (only a rule's name rests
+        on those). The report is the candidate's: one that hides an unplaced tensor gets the answer checked
+        with weights it never received, one that calls a placed tensor unplaced gets what an answer truly
+        holding no such tensor gets (``weights-unplaced``), and one that declares more constants than its
+        program does gets a lower score (:meth:`redraw_weights`).
         """
         self.init_inputs = self.init_inputs_for(variant)
         seed = self.job.seeds[0]
@@ -285,9 +348,11 @@ class Harness:
         reply = self.ask("construct", seed, self.init_inputs, self.shared_state(reference), constants)
         _require_ok(reply)
         self.observe_state(reply, "while building ModelNew")
-        reported = reply.get("unplaced")
+        reported, declared = reply.get("unplaced"), reply.get("constant")
         names = {str(name) for name in reported} if isinstance(reported, list) else set()
-        self.unplaced_weights = [name for name in redrawable_state(reference) if name in names]
+        floating = list(redrawable_state(reference))
+        self.constant_weights = covered_names([str(entry) for entry in declared] if isinstance(declared, list) else [], floating)
+        self.unplaced_weights = [name for name in floating if name in names and name not in self.constant_weights]
         unfilled = reply.get("unfilled")
         self.unfilled_tensors = [str(name) for name in unfilled] if isinstance(unfilled, list) else []
         return reference
@@ -301,7 +366,7 @@ class Harness:
         return list(self.reference.get_init_inputs())
 
     def send_state(self, reference: torch.nn.Module) -> None:
-        """Load ``reference``'s parameters and buffers into ``ModelNew`` (by name, then by registration order)."""
+        """Load ``reference``'s parameters and buffers into ``ModelNew`` (by name, then by shape and role)."""
         reply = self.ask("state", self.shared_state(reference))
         _require_ok(reply)
 
@@ -324,29 +389,42 @@ class Harness:
                                          lambda: program.Model(*init_inputs).to(self.device))
 
     def redraw_weights(self, reference: torch.nn.Module) -> bool:
-        """Move every floating parameter and buffer away from its initial value, here and there.
+        """Move every floating parameter and buffer away from its initial value, here and there, but those held constant.
 
-        Returns whether they moved. They stay under the ``fixed`` weights contract, in a task that has
-        none, and when ``ModelNew`` could not receive some of them: that answer is flagged
-        ``weights-not-redrawn``, with a note saying which, instead of being judged on weights it never got.
+        Returns whether any moved. None moves under the ``fixed`` weights contract (an unplaced tensor is
+        no fault there: KernelBench's weights never change) or in a task that has none. Under ``redrawn``:
+
+        * a tensor with no place in ``ModelNew`` that it does not declare constant makes the answer
+          ``incorrect`` (``weights-unplaced``): it could not follow that tensor when it changed;
+        * those it names in ``constant_weights`` stay at their initial values, so it is checked there only:
+          the result is flagged ``weights-not-redrawn``, with a note naming them, and scored lower
+          (:func:`~kernelgym.verifier.judge.judge`: correctness at half weight, no speed term).
         """
         if self.config.weights == "fixed":
             return False
         floating = redrawable_state(reference)
         if not floating:
             return False
+
+        def listed(names: list[str]) -> str:
+            more = f" and {len(names) - 6} more" if len(names) > 6 else ""
+            return ", ".join(f"`{name}` {tuple(floating[name].shape)}" for name in names[:6]) + more
+
         if self.unplaced_weights:
-            listed = ", ".join(f"`{name}` {tuple(floating[name].shape)}" for name in self.unplaced_weights[:6])
-            more = f" and {len(self.unplaced_weights) - 6} more" if len(self.unplaced_weights) > 6 else ""
+            raise Verdict(Status.INCORRECT, ["The reference's weights change in one trial; ModelNew has nowhere to receive some of them."],
+                          (runtime.weights_unplaced(listed(self.unplaced_weights)),))
+        if self.constant_weights:
             self.progress.flags.append("weights-not-redrawn")
             self.progress.notes.append(
-                f"Weights not redrawn: ModelNew has no tensor for the reference's {listed}{more} (none of the same name and "
-                "shape, none of the same shape and dtype in registration order), so the trial with changed weights was "
-                "skipped. Register your parameters and buffers with the reference's shapes, in its order, under any names."
+                f"Weights held constant: ModelNew names the reference's {listed(self.constant_weights)} in `constant_weights`, so "
+                "they kept their initial values in every trial and the answer was checked there only; it scores half the "
+                "reward for correctness and none for speed. Compute from them in forward to earn the full reward."
             )
+        moving = {name: value for name, value in floating.items() if name not in self.constant_weights}
+        if not moving:
             return False
         with torch.no_grad():
-            for name, value in floating.items():
+            for name, value in moving.items():
                 noise = torch.randn_like(value) * (0.25 * float(value.abs().mean()) + 0.25)
                 value.add_(noise)
                 if name.endswith("running_var"):
@@ -477,108 +555,22 @@ class Harness:
         return result
 
 
+_LIBC_SIGNALS = 1 << (32 - 1) | 1 << (33 - 1)
+"""glibc's own signals (SIGCANCEL, SIGSETXID) in a ``/proc`` signal mask. It installs their handlers itself (SIGSETXID's
+when the process starts its first thread, an OpenMP team's as much as any); ``sigaction`` refuses them to a program."""
+
+
+def _compared(key: str, value: Any) -> Any:
+    """A value of the candidate's process state as :meth:`Harness.check_process` compares it."""
+    if key == "sigcgt" and isinstance(value, str):
+        return int(value, 16) & ~_LIBC_SIGNALS
+    return value
+
+
 def _cpu_delta(before: dict[int, float], after: dict[int, float]) -> tuple[float, float]:
     """CPU seconds run between two readings by all threads together and by the busiest one (new threads from zero)."""
     deltas = [max(seconds - before.get(tid, 0.0), 0.0) for tid, seconds in after.items()]
     return sum(deltas), max(deltas, default=0.0)
-
-
-@functools.lru_cache(maxsize=1)
-def runtime_roots() -> tuple[str, ...]:
-    """Where the installed runtime lives: Python and its packages (torch among them), system libraries, CUDA.
-
-    Read once per worker, at its start (``torch.utils.cpp_extension``'s import: about 0.5 s).
-    """
-    from torch.utils import cpp_extension
-
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(), "/usr", "/lib", "/lib32", "/lib64", "/opt"}
-    if cpp_extension.CUDA_HOME:
-        roots.add(cpp_extension.CUDA_HOME)
-    return tuple(sorted({os.path.realpath(root) for root in roots}))
-
-
-@functools.lru_cache(maxsize=1)
-def _import_roots() -> tuple[str, ...]:
-    """Where this judge's own packages were imported from (``PYTHONPATH`` entries too, e.g. wheels unpacked under
-    ``/tmp``): the judge runs their code itself, and candidates can write none of them (Landlock)."""
-    roots = {os.path.realpath(entry) for entry in sys.path if entry and os.path.isabs(entry) and os.path.isdir(entry)}
-    return tuple(sorted(root for root in roots if root not in ("/", os.path.realpath(tempfile.gettempdir()))))
-
-
-@functools.lru_cache(maxsize=1)
-def _temp_roots() -> tuple[str, ...]:
-    """The temporary directories (real paths): anyone may write there."""
-    return tuple(sorted({os.path.realpath(place) for place in (tempfile.gettempdir(), "/tmp", "/dev/shm", "/var/tmp")}))
-
-
-def _within(path: str, root: str) -> bool:
-    """Whether the real ``path`` lies under the real ``root``."""
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
-@dataclass(frozen=True)
-class _Places:
-    """The judge-made places one library check compares against, as real paths, resolved once per check.
-
-    The Triton cache is the candidate's directory's real path with ``.triton/cache`` appended as it is,
-    never resolved: a link the candidate planted there leads nowhere trusted.
-    """
-
-    observer: str
-    triton_cache: str
-    denied: tuple[str, ...]
-
-    @classmethod
-    def of(cls, build_root: Path, candidate_dir: Path) -> _Places:
-        candidate = os.path.realpath(candidate_dir)
-        return cls(os.path.realpath(build_root / "aten_observer"), os.path.join(candidate, ".triton", "cache"),
-                   (candidate, os.path.realpath(build_root.parent)))
-
-
-def _installed(mapped: str, places: _Places, backend: str) -> bool:
-    """Whether ``mapped`` (a path from ``/proc/<pid>/maps``) is part of the installed runtime or the judge's own code.
-
-    A deleted or replaced file (``(deleted)``), a memfd, and anything under the candidate's directory,
-    the cache or a temporary directory is not, except the judge's observer (built before any candidate)
-    and, for Triton on a GPU, the launchers Triton compiles into the candidate's own cache.
-    """
-    if mapped.endswith(" (deleted)") or not os.path.isfile(mapped):
-        return False
-    path = os.path.realpath(mapped)
-    if _within(path, places.observer):
-        return True
-    if backend == "triton" and _within(path, places.triton_cache) and _triton_module(Path(path).name):
-        return True
-    if any(_within(path, place) for place in places.denied):
-        return False
-    judges_own = any(_within(path, root) for root in _import_roots())
-    in_runtime = not any(_within(path, place) for place in _temp_roots()) and any(_within(path, root) for root in runtime_roots())
-    if not (judges_own or in_runtime):
-        return False
-    _RUNTIME_FILES.add(mapped)
-    return True
-
-
-_RUNTIME_FILES: set[str] = set()
-"""Mapped paths :func:`_installed` found in the installed runtime or the judge's own packages, known for the
-worker's life: no candidate can write those places (Landlock), and a path in ``/proc/<pid>/maps`` is already
-resolved, so it never names a file in a later candidate's directory."""
-
-
-_TRITON_MODULES = ("__triton_launcher", "cuda_utils", "hip_utils")
-"""The extension modules Triton's GPU drivers compile into its cache: each kernel's launcher, the driver's utilities."""
-
-
-def _triton_module(name: str) -> bool:
-    """Whether a file name is one of :data:`_TRITON_MODULES` with an extension suffix of this Python (``.cpython-312-x86_64-linux-gnu.so``).
-
-    Example:
-        >>> _triton_module("__triton_launcher.so"), _triton_module("cuda_utils" + importlib.machinery.EXTENSION_SUFFIXES[0])
-        (True, True)
-        >>> _triton_module("__triton_launcher.so.evil"), _triton_module("mine.so")
-        (False, False)
-    """
-    return any(name == module + suffix for module in _TRITON_MODULES for suffix in importlib.machinery.EXTENSION_SUFFIXES)
 
 
 def _send_shared(channel: CandidateChannel, values: list[Any], on_host: bool = False, fill: bool = False) -> SharedBuffers:

@@ -8,6 +8,7 @@ Holds:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kernelgym.tasks.task import Task
 from kernelgym.verifier.config import VerifierConfig
@@ -31,6 +32,9 @@ class JudgeJob:
         build_only: stop after the build stage (a build-ahead step that fills the
             content-addressed cache; the Ray pool runs it on CPU actors before a
             GPU actor checks and times the candidate).
+        defer_builds: a build request the store cannot answer is not compiled by the judge: the job is left to
+            the build workers (:class:`~kernelgym.verifier.channel.BuildsDeferred`) and judged when it is built.
+        prebuild: build requests a build worker serves before it builds the answer (those a judge deferred).
     """
 
     task: Task
@@ -41,3 +45,5 @@ class JudgeJob:
     extract_seconds: float = 0.0
     inspect_seconds: float = 0.0
     build_only: bool = False
+    defer_builds: bool = False
+    prebuild: tuple[dict[str, Any], ...] = ()

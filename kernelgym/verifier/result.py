@@ -128,6 +128,12 @@ class EvalResult:
         weights: the weights contract it was judged by (``redrawn`` or ``fixed``; see
             :class:`~kernelgym.verifier.config.VerifierConfig`).
         judge_reason: for ``judge_error``, why the judge failed (for people and logs; kept out of ``feedback``).
+        kernelbench_status: under the ``kernelbench`` preset, where the strict verdict was not ``ok`` for a reason
+            KernelBench's contract does not know (weights redrawn, shapes derived from the task, modes): the status
+            under that contract (weights fixed at construction, the task's own shapes, KernelBench's tolerances,
+            every hack defense on). ``None``: the same as ``status`` (read it through :attr:`kernelbench_verdict`).
+        kernelbench_speedup: the speedup measured under that contract, where its verdict is ``ok`` and ``status`` is not.
+        kernelbench_differs_by: the kernelgym-only check that separates the two verdicts (a rule id, or a sentence).
     """
 
     task_id: str
@@ -160,10 +166,13 @@ class EvalResult:
     rules: str = "native"
     weights: str = "redrawn"
     judge_reason: str = ""
+    kernelbench_status: str | None = None
+    kernelbench_speedup: float | None = None
+    kernelbench_differs_by: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
-        for name in ("speedup_eager", "speedup_compile", "max_abs_error", "max_rel_error"):
+        for name in ("speedup_eager", "speedup_compile", "max_abs_error", "max_rel_error", "kernelbench_speedup"):
             object.__setattr__(self, name, _finite_or_none(getattr(self, name)))
 
     @property
@@ -175,6 +184,20 @@ class EvalResult:
     def judge_error(self) -> bool:
         """The judge failed; the result says nothing about the answer."""
         return self.status is Status.JUDGE_ERROR
+
+    @property
+    def kernelbench_verdict(self) -> Status | None:
+        """The verdict under KernelBench's own contract (``None`` unless judged under the ``kernelbench`` preset)."""
+        if self.kernelbench_status is not None:
+            return Status(self.kernelbench_status)
+        return self.status if self.rules == "kernelbench" else None
+
+    @property
+    def kernelbench_speedup_eager(self) -> float | None:
+        """The speedup under KernelBench's contract (the strict one where both verdicts agree)."""
+        if self.kernelbench_status is not None:
+            return self.kernelbench_speedup
+        return self.speedup_eager if self.rules == "kernelbench" else None
 
     @property
     def speedup(self) -> float | None:

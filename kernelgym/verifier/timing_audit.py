@@ -10,11 +10,14 @@ outside: the wall time from sending a call to its reply on a device, the CPU
 time of the candidate's threads over it on a host, less the channel's round
 trip and the harness's own per-call work (measured by the judge as probe
 calls: the same request around a judge's module that only allocates the
-outputs, made at random between the candidate's calls). That bounds the
-call's true time from below, so a claim clearly under it is not
-believed and the judge's figure is credited instead. "Clearly" is the noise of
-the judge's measure at this call size, measured in the same stage (the spread
-of its figures for the calls and for the probes), not a fixed allowance.
+outputs, made at random between the candidate's calls, in which nothing of the
+candidate's runs). That bounds the call's true time from below, so a claim
+clearly under it is not believed and the judge's figure is credited instead:
+the credited time is never below the judge's figure less the noise of its
+probes. "Clearly" is that noise, measured in the same stage (the spread of the
+probes' figures), not a fixed allowance, and never the spread of the
+candidate's own calls: an answer that pads some of its calls with work widens
+that spread as it likes.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ class TimingAudit:
         credited_ms: the per-call time the speedup uses.
         spread_ms: its interquartile range.
         wall_ms: the judge's own per-call estimate (its measure minus round trip and overhead).
-        noise_ms: how far below ``wall_ms`` a claim may lie and still be believed (measured).
+        noise_ms: how far below ``wall_ms`` a claim may lie and still be believed (the probes' spread).
         rejected: the candidate's reported times lay below the judge's measure by more than its noise.
         sentence: the measurement, for the feedback (empty when believed).
     """
@@ -49,7 +52,7 @@ class TimingAudit:
 
 
 def audit_claims(reported_ms: Sequence[float], own_ms: Sequence[float], probe_ms: Sequence[float]) -> TimingAudit:
-    """Credit the reported median unless the judge's own measure says the calls took longer, beyond its noise.
+    """Credit the reported median unless the judge's own measure says the calls took longer, beyond its probes' noise.
 
     Args:
         reported_ms: per-call times the candidate reported.
@@ -58,16 +61,19 @@ def audit_claims(reported_ms: Sequence[float], own_ms: Sequence[float], probe_ms
             judge's module that only allocates the outputs (the channel and the harness around a forward).
 
     Example:
-        >>> audit_claims([1.0, 1.0, 1.0], [1.3, 1.32, 1.28], [0.25, 0.26, 0.24]).rejected
+        >>> audit_claims([1.0, 1.0, 1.0], [1.22, 1.25, 1.2], [0.25, 0.26, 0.24]).rejected
         False
         >>> audit_claims([0.01, 0.01, 0.01], [5.3, 5.3, 5.3], [0.25, 0.25, 0.25]).credited_ms
         5.05
+        >>> padded = [1.3, 1.3, 1.3, 9.3, 9.3]  # two calls in five padded with work: the calls' spread is 8 ms
+        >>> audit_claims([0.5] * 5, padded, [0.25, 0.26, 0.24]).credited_ms
+        1.05
     """
     probe, probe_spread = median_and_iqr(list(probe_ms))
     own = [max(w - probe, 0.0) for w in own_ms]
     wall_ms, wall_spread = median_and_iqr(own)
     claimed, claimed_spread = median_and_iqr(list(reported_ms))
-    noise = wall_spread + probe_spread
+    noise = probe_spread
     valid = bool(reported_ms) and all(x == x and x >= 0.0 for x in reported_ms)  # NaN or negative claims are never believed
     if valid and claimed >= wall_ms - noise:
         return TimingAudit(claimed, claimed_spread, wall_ms, noise, False)

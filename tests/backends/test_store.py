@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelgym.backends import native, trusted_build
-from kernelgym.backends.native import BuildError, file_lock
+from kernelgym.backends.native import BuildError, BuildTimeout, file_lock
 from kernelgym.backends.store import ExtensionStore, judge_dir
 from kernelgym.backends.trusted_build import BuildPlan, NativeToolchain, StoreBuilder, plan_build
 
@@ -170,7 +170,9 @@ def _recording_builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiles
         outcome = compiles[way]
         if outcome == "timeout":
             time.sleep(timeout)
-            raise BuildError(f"the build took longer than its {timeout:.0f} s budget and was stopped")
+            raise BuildTimeout(f"the build took longer than its {timeout:.0f} s budget and was stopped")
+        if outcome == "killed":
+            raise BuildError("native build failed", log="c++: fatal error: Killed signal terminated program cc1plus")
         if not outcome:
             raise BuildError("native build failed", log=f"error in the {way} unit")
         (directory / f"{plan.module}.so").write_bytes(b"\x7fELF")
@@ -210,6 +212,29 @@ def test_a_slim_device_unit_that_runs_out_of_time_is_not_compiled_again(tmp_path
     with pytest.raises(BuildError, match="longer than its 2 s budget"):
         builder.build(_cuda_request(GRAD_CU), timeout=2.0)
     assert [c[0] for c in calls] == ["slim"]
+
+
+def test_a_request_that_did_not_compile_is_answered_again_with_its_log_without_compiling(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    builder, calls = _recording_builder(tmp_path, monkeypatch, {"light": False, "as written": False})
+    request = _cuda_request(KERNELBENCH_STYLE_CU.replace("return y;", "return undefined_name;"))
+    first = builder.serve(request)
+    assert len(calls) == 2 and first["error"] == "build"
+    # Another builder over the same store (another worker, a later run) answers it from the judge's record.
+    other, other_calls = _recording_builder(tmp_path, monkeypatch, {"light": True, "as written": True})
+    assert other.serve(request) == first and other_calls == []
+    assert builder.serve(request) == first and len(calls) == 2
+
+
+@pytest.mark.parametrize("outcome", ["timeout", "killed"])
+def test_a_build_stopped_for_time_or_killed_is_tried_again(outcome: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    builder, calls = _recording_builder(tmp_path, monkeypatch, {"light": outcome, "as written": outcome})
+    with pytest.raises(BuildError):
+        builder.build(_cuda_request(KERNELBENCH_STYLE_CU), timeout=1.0)
+    tried = len(calls)
+    with pytest.raises(BuildError):
+        builder.build(_cuda_request(KERNELBENCH_STYLE_CU), timeout=1.0)
+    assert len(calls) == 2 * tried and not list(builder.store.records.glob("*.failed.json"))
 
 
 _HOLD = "import fcntl, sys, time\nh = open(sys.argv[1], 'a')\nfcntl.flock(h, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(600)\n"

@@ -77,6 +77,27 @@ def test_an_honest_object_imports_only_allowed_symbols(tmp_path: Path) -> None:
 
 
 @needs_compiler
+def test_cpu_counts_clocks_and_locks_are_allowed(tmp_path: Path) -> None:
+    """What C++ answers commonly use to size their work and guard a shared sum: reads and locks, no threads."""
+    body = (
+        "#include <atomic>\n#include <chrono>\n#include <ctime>\n#include <mutex>\n#include <sys/sysinfo.h>\n"
+        "#include <unistd.h>\n"
+        "static std::mutex lock; static std::atomic<long> calls{0};\n"
+        "long work() { std::lock_guard<std::mutex> guard(lock); ++calls;\n"
+        "  timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);\n"
+        "  auto t0 = std::chrono::steady_clock::now();\n"
+        "  long n = std::thread::hardware_concurrency() + sysconf(_SC_NPROCESSORS_ONLN) + sysconf(_SC_NPROCESSORS_CONF)"
+        " + get_nprocs();\n"
+        "  return n + (std::chrono::steady_clock::now() - t0).count() + ts.tv_nsec + calls.load(); }"
+    )
+    imported = imported_symbols(_shared_object(tmp_path, "queries", body))
+    entities = {symbol_entity(s) for s in imported}
+    assert {"std::thread::hardware_concurrency", "sysconf", "get_nprocs"} <= entities, entities
+    assert forbidden_symbols(imported, "cpp") == []
+    assert forbidden_symbols(imported, "cuda") == []
+
+
+@needs_compiler
 @pytest.mark.parametrize("route", sorted(_ROUTES))
 def test_every_route_is_caught_however_it_is_spelled(tmp_path: Path, route: str) -> None:
     body, flags, entity = _ROUTES[route]
@@ -128,6 +149,10 @@ def test_the_floor_excuses_its_own_imports_and_exports_and_nothing_else(tmp_path
         ("omp_get_thread_num", "cpp"),
         ("expf", "cpp"),
         ("std::__throw_length_error(char const*)", "cpp"),
+        ("std::thread::hardware_concurrency()", "cuda"),
+        ("omp_get_max_threads", "cpp"),
+        ("clock_gettime", "cuda"),
+        ("std::chrono::_V2::steady_clock::now()", "cpp"),
         ("c10::detail::torchCheckFail(char const*, char const*, unsigned int, char const*)", "cuda"),
     ],
 )
@@ -147,6 +172,9 @@ def test_runtime_symbols_an_honest_answer_needs_are_allowed(symbol: str, backend
         ("c10::cuda::getStreamFromPool(bool, signed char)", "cpp", "streams and graphs"),
         ("GOMP_parallel", "cuda", "not allowed"),
         ("omp_set_num_threads", "cpp", "process settings"),
+        ("std::thread::detach()", "cpp", "threads"),
+        ("std::thread::join()", "cpp", "threads"),
+        ("nanosleep", "cpp", "timers"),
         ("PyRun_SimpleString", "cpp", "Python"),
         ("std::filesystem::remove(std::filesystem::__cxx11::path const&)", "cpp", "files"),
     ],

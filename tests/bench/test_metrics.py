@@ -228,3 +228,19 @@ def test_judge_errors_count_as_failures_and_are_named_in_the_report() -> None:
     assert "2 attempt(s) failed in the judge, not in the answer" in summary.report()
     clean = summarize(attempts[:1], {"a": 1}, k=1, turns=1)
     assert "failed in the judge" not in BenchSummary(**{**vars(summary), "metrics": clean}).report()
+
+
+def test_under_the_kernelbench_preset_fast_p_is_reported_under_both_contracts() -> None:
+    records = [
+        {"task_id": "a", "level": 1, "sample": 0, "turn": 1, "status": "ok", "speedup_eager": 2.0, "rules": "kernelbench"},
+        # strict: stale output on redrawn weights; KernelBench's contract: correct at 2.8x
+        {"task_id": "b", "level": 1, "sample": 0, "turn": 1, "status": "incorrect", "rules": "kernelbench",
+         "kernelbench_status": "ok", "kernelbench_speedup": 2.8},
+        {"task_id": "c", "level": 1, "sample": 0, "turn": 1, "status": "compile_error", "rules": "kernelbench"},
+    ]
+    metrics = summarize([Attempt.from_dict(r) for r in records], {"a": 1, "b": 1, "c": 1}, k=1, turns=1)
+    assert metrics.first_turn.fast_p["fast_1"] == pytest.approx(1 / 3)
+    assert metrics.first_turn.kernelbench_contract == pytest.approx(
+        {"avg_at_k": 2 / 3, **{f"fast_{p:g}": v for p, v in [(0, 2 / 3), (0.5, 2 / 3), (0.8, 2 / 3), (1, 2 / 3), (1.5, 2 / 3), (2, 1 / 3)]}})
+    native = summarize([Attempt.from_dict({**records[0], "rules": "native"})], {"a": 1}, k=1, turns=1)
+    assert native.first_turn.kernelbench_contract is None

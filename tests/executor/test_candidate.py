@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelgym.backends.store import judge_dir
 from kernelgym.executor.candidate import CandidateFactory, CandidateProcess
-from kernelgym.executor.sandbox import SandboxPolicy, scrubbed_environment
+from kernelgym.executor.sandbox import SandboxPolicy, scrubbed_environment, seccomp_unavailable
 from kernelgym.verifier.channel import CandidateCrash, CandidateProtocolError, CandidateTimeout
 
 pytestmark = pytest.mark.slow
@@ -32,26 +33,60 @@ def candidate(factory: CandidateFactory):
     process.close()
 
 
-def test_each_candidate_is_a_new_process_in_a_session_of_its_own(factory: CandidateFactory):
+def test_each_candidate_is_a_new_process_leading_a_group_of_its_own_in_the_workers_session(factory: CandidateFactory):
     first, second = factory.spawn(300), factory.spawn(300)
     try:
         first.wait_ready(300)
         second.wait_ready(300)
         assert first.pid != second.pid
-        assert os.getsid(first.pid) == first.pid and os.getsid(second.pid) == second.pid
+        assert os.getpgid(first.pid) == first.pid and os.getpgid(second.pid) == second.pid
+        # in the session of whoever started the factory (the worker's): stopping that session stops them
+        assert os.getsid(first.pid) == os.getsid(second.pid) == os.getsid(factory.process.pid)
     finally:
         first.close()
         second.close()
     assert not first.dir.exists()
 
 
-def test_it_answers_loads_and_reports_its_process(candidate: CandidateProcess):
-    assert candidate.request(("ping",), 30)["ok"] is True
-    reply = candidate.request(("load", "import torch\nclass ModelNew(torch.nn.Module):\n    pass\n"), 60)
-    assert reply["ok"] and "ModelNew" in reply["mro"] and reply["state"] == []
-    state = candidate.process_state()
-    assert int(state["threads"]) >= 1 and state["affinity"] and "RLIMIT_AS" in state
-    assert sum(candidate.thread_cpu_seconds().values()) > 0.0
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_a_process_the_candidate_detaches_dies_with_it(candidate: CandidateProcess):
+    # A double fork whose middle process tries to start a session of its own: the grandchild is orphaned and
+    # outlives its parent, but not its process group (setsid and setpgid are refused), which close kills.
+    if seccomp_unavailable():
+        pytest.skip("no seccomp filter here: a candidate's process may leave its group")
+    code = (
+        "import os, time\n"
+        "read, write = os.pipe()\n"
+        "if os.fork() == 0:\n"
+        "    try:\n"
+        "        os.setsid()\n"
+        "        outcome = 'left'\n"
+        "    except PermissionError:\n"
+        "        outcome = 'refused'\n"
+        "    grandchild = os.fork()\n"
+        "    if grandchild == 0:\n"
+        "        time.sleep(120)\n"
+        "        os._exit(0)\n"
+        "    os.write(write, f'{outcome} {grandchild}'.encode())\n"
+        "    os._exit(0)\n"
+        "os.close(write)\n"
+        "raise RuntimeError('detached: ' + os.read(read, 100).decode())\n"
+    )
+    reply = candidate.request(("load", code), 60)
+    outcome, pid = reply["message"].split("detached: ")[1].split()[:2]
+    grandchild = int(pid)
+    assert outcome == "refused", reply
+    assert _alive(grandchild) and os.getpgid(grandchild) == candidate.pid
+    candidate.close()
+    assert not _alive(grandchild)
 
 
 def test_an_unsolicited_message_is_a_protocol_error(candidate: CandidateProcess):
@@ -100,16 +135,41 @@ def test_a_build_request_under_another_commands_nonce_is_a_protocol_error(candid
         candidate.request(("load", code), 60)
 
 
-def test_the_build_cache_is_read_only_to_a_candidate(candidate: CandidateProcess, cache_dir: Path):
+def _landlock() -> bool:
     probe = subprocess.run([sys.executable, "-c", "import sys\nfrom kernelgym.executor.sandbox import restrict_filesystem\n"
                             "print(restrict_filesystem(('/tmp',)))"], capture_output=True, text=True, timeout=120)
-    if "landlock" not in probe.stdout:
+    return "landlock" in probe.stdout
+
+
+def test_the_build_cache_is_read_only_to_a_candidate(candidate: CandidateProcess, cache_dir: Path):
+    if not _landlock():
         pytest.skip("this kernel has no Landlock")
     target = cache_dir / "builds" / "planted.txt"
     code = f"import logging\nlogging.FileHandler({str(target)!r}, mode='w').close()\nclass ModelNew: pass\n"
     reply = candidate.request(("load", code), 60)
     assert reply["ok"] is False and "PermissionError" in reply["message"]
     assert not target.exists()
+
+
+def test_a_candidate_reads_the_store_and_its_directory_but_nothing_of_the_judges(candidate: CandidateProcess, cache_dir: Path):
+    if not _landlock():
+        pytest.skip("this kernel has no Landlock")
+    judge = judge_dir(cache_dir)
+    judge.mkdir(exist_ok=True)
+    paths = ["/etc/hostname", str(judge), str(cache_dir), str(candidate.dir.parent), "/root", str(cache_dir / "builds"), str(candidate.dir)]
+    code = (
+        "import os\n"
+        "import xml.dom.minidom\n"  # a module of the standard library first imported after confinement
+        "def attempt(path):\n"
+        "    try:\n"
+        "        open(path).read() if os.path.isfile(path) else os.listdir(path)\n"
+        "        return 'read'\n"
+        "    except PermissionError:\n"
+        "        return 'refused'\n"
+        f"raise RuntimeError('outcome: ' + ' '.join(attempt(p) for p in {paths!r}))\n"
+    )
+    reply = candidate.request(("load", code), 60)
+    assert reply["message"].split("outcome: ")[1].split()[:7] == ["refused"] * 5 + ["read"] * 2, reply
 
 
 def test_temporary_files_go_to_the_candidates_own_directory(candidate: CandidateProcess):

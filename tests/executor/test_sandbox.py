@@ -103,6 +103,53 @@ def test_landlock_leaves_only_the_named_directories_writable(tmp_path: Path) -> 
     assert (inside / "ok.txt").read_text() == "fine" and not (outside / "escape.txt").exists()
 
 
+def test_landlock_confines_reads_to_the_runtime_and_runs_nothing_the_process_wrote(tmp_path: Path) -> None:
+    inside, judge = tmp_path / "inside", tmp_path / "judge"
+    inside.mkdir()
+    judge.mkdir()
+    (judge / "record.json").write_text("the judge's")
+    done = _run("""
+        import os, shutil, subprocess, sys, sysconfig
+        from kernelgym.executor.sandbox import restrict_filesystem, runtime_paths
+        inside, judge = sys.argv[1], sys.argv[2]
+        applied = restrict_filesystem((inside,), runtime_paths((os.path.dirname(inside),)))
+        print(applied)
+
+        def attempt(call):
+            try:
+                call()
+                return "allowed"
+            except PermissionError:
+                return "refused"
+
+        print(attempt(lambda: open("/etc/hostname").read()), attempt(lambda: os.listdir("/etc")),
+              attempt(lambda: open(os.path.join(judge, "record.json")).read()), attempt(lambda: os.listdir(judge)))
+        import xml.dom.minidom  # a module of the standard library imported after confinement
+        print(attempt(lambda: os.listdir(sysconfig.get_paths()["purelib"])), attempt(lambda: open(__import__("json").__file__).read()),
+              attempt(lambda: open(os.path.join(inside, "mine.txt"), "w").write("mine")))
+        shutil.copy("/bin/true", os.path.join(inside, "true"))  # a copy of an installed program, written by the process
+        print(attempt(lambda: subprocess.run(["/bin/true"], check=True)), attempt(lambda: subprocess.run([os.path.join(inside, "true")])))
+    """, str(inside), str(judge))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    if lines[0] == "unavailable":
+        pytest.skip("this kernel has no Landlock")
+    assert lines[0].endswith("reads confined")
+    assert lines[1:] == ["refused refused refused refused", "allowed allowed allowed", "allowed refused"]
+
+
+def test_the_runtime_a_candidate_reads_never_holds_a_private_directory(tmp_path: Path) -> None:
+    from kernelgym.executor.sandbox import runtime_paths
+
+    private = tmp_path / "cache.trusted"
+    private.mkdir()
+    paths = [os.path.realpath(p) for p in runtime_paths((str(private),))]
+    assert os.path.realpath(sys.base_prefix) in paths and "/proc" in paths
+    assert not {"/", "/etc", "/root", "/home", "/tmp", "/dev"} & set(paths)
+    private_path = os.path.realpath(private)
+    assert not [p for p in paths if private_path == p or private_path.startswith(p + "/") or p.startswith(private_path + "/")]
+
+
 def test_kill_session_leaves_no_process_of_the_session() -> None:
     # a session leader whose child ignores SIGTERM and re-parents itself away from the leader
     leader = subprocess.Popen(
@@ -164,6 +211,34 @@ def test_the_seccomp_filter_denies_what_no_kernel_needs_and_allows_the_rest() ->
     assert lines[1:4] == ["EPERM", "EPERM", "EPERM"]
     assert lines[4] == "allowed allowed allowed"
     assert lines[5] == "True"
+
+
+def test_the_seccomp_filter_allows_unix_sockets_only_and_keeps_the_process_in_its_group() -> None:
+    done = _run("""
+        import os, socket
+        from kernelgym.executor.sandbox import deny_syscalls
+        channel, other_end = socket.socketpair()  # the judge's channel: opened before the filter
+        print(deny_syscalls())
+
+        def attempt(call):
+            try:
+                call()
+                return "allowed"
+            except PermissionError:
+                return "refused"
+
+        print(attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)), attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)),
+              attempt(lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)), attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW)))
+        print(attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)), attempt(lambda: socket.socketpair()[0]))
+        channel.sendall(b"still open")
+        print(other_end.recv(100).decode())
+        print(attempt(lambda: os.setsid()), attempt(lambda: os.setpgid(0, 0)))
+    """)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    if lines[0].startswith("unavailable"):
+        pytest.skip(f"no seccomp filter here: {lines[0]}")
+    assert lines[1:] == ["refused refused refused refused", "allowed allowed", "still open", "refused refused"]
 
 
 def test_dropping_privileges_leaves_no_capability_and_no_new_privs() -> None:

@@ -18,7 +18,8 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopWorker  # noqa: E40
 from verl.protocol import DataProto  # noqa: E402
 
 import kernelgym.training.verl_plugin  # noqa: E402,F401  (registers the agent loop)
-from kernelgym.training.agent_loop import OUTCOME_FIELD, TrajectoryOutcome  # noqa: E402
+from kernelgym.training.advantage import turn_index  # noqa: E402
+from kernelgym.training.agent_loop import OUTCOME_FIELD, TURN_REWARDS_FIELD, TrajectoryOutcome  # noqa: E402
 from kernelgym.training.reward import set_shared_verifier  # noqa: E402
 from kernelgym.wrappers.prime_echo import prime_echo_rewards  # noqa: E402
 
@@ -104,6 +105,9 @@ def test_feedback_turns_are_masked_and_scores_are_prime_echo(model_dir, tmp_path
         assert outcome.failure is not None and outcome.failure.result.status.value == "format_error"
         assert list(out.non_tensor_batch["turn_scores"][i]) == list(outcome.scores) == [0.0, 0.0]
         assert float(out.batch["rm_scores"][i].sum()) == prime_echo_rewards([0.0, 0.0], ALPHA, GAMMA).trajectory_reward
+        # one step reward per turn, and as many turns in the mask, for turn-level advantages (TRLOO)
+        assert list(out.non_tensor_batch[TURN_REWARDS_FIELD][i]) == [0.0, 0.0]
+        assert int(turn_index(out.batch["response_mask"][i : i + 1]).max()) + 1 == 2
         assert out.non_tensor_batch["__num_turns__"][i] == 4
         logprobs = out.batch["rollout_log_probs"][i]
         assert torch.all(logprobs[torch.tensor(mask) == 0] == 0) and torch.all(logprobs[torch.tensor(mask) == 1] < 0)
@@ -124,8 +128,10 @@ def test_repair_turn_that_solves_is_paid_with_prime_echo(model_dir, tmp_path, cp
     outcome = TrajectoryOutcome.from_dict(out.non_tensor_batch[OUTCOME_FIELD][0])
     assert outcome.solved and len(outcome.scores) == 2  # the correct repair ends the episode
     assert outcome.scores[0] == 0.0 and outcome.scores[1] > 0.5
-    expected = prime_echo_rewards(outcome.scores, ALPHA, GAMMA).trajectory_reward
-    assert float(out.batch["rm_scores"][0].sum()) == pytest.approx(expected)
+    expected = prime_echo_rewards(outcome.scores, ALPHA, GAMMA)
+    assert float(out.batch["rm_scores"][0].sum()) == pytest.approx(expected.trajectory_reward)
+    assert list(out.non_tensor_batch[TURN_REWARDS_FIELD][0]) == pytest.approx(expected.step_rewards)
+    assert sum(out.non_tensor_batch[TURN_REWARDS_FIELD][0]) == pytest.approx(expected.trajectory_reward)
     assert out.non_tensor_batch["solved"][0] == 1.0 and out.non_tensor_batch["best_score"][0] == outcome.scores[1]
 
 

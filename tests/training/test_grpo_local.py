@@ -1,23 +1,21 @@
-"""Smoke test of examples/grpo_local.py: two training steps in a subprocess, judged by the real cpp verifier.
+"""Smoke tests of examples/grpo_local.py: two training steps in a subprocess, judged by the real cpp verifier.
 
-Checks that every metric the learning curve reports is logged at every step and is finite.
-Skipped without verl (``pip install 'kernelgym[verl]'``); CI's ``.[dev,ci]`` brings it, so CI runs it.
+Checks that every metric the learning curve reports is logged at every step and is finite, with GRPO's
+advantages and with TRLOO's. Those runs are skipped without verl (``pip install 'kernelgym[verl]'``);
+CI's ``.[dev,ci]`` brings it, so CI runs them. Without verl the example ends in one line and status 2.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-pytest.importorskip("verl")
+from .example_runs import ROOT, run_example, run_without
 
-ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "grpo_local.py"
 
 METRICS = (
     "score", "first_turn_score", "best_turn_score", "solved_fraction", "prime_echo_reward", "attempts",
@@ -27,16 +25,23 @@ METRICS = (
 )
 
 
+def test_without_verl_the_example_ends_in_one_line():
+    done = run_without("verl", EXAMPLE)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "grpo_local.py: error: 'verl' is not installed; install it with: pip install 'kernelgym[verl]'"
+    ]
+
+
 @pytest.mark.extended
 @pytest.mark.slow
-def test_two_steps_log_every_metric_finite(tmp_path):
+@pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs verl: pip install 'kernelgym[verl]'")
+@pytest.mark.parametrize("advantage", ["grpo", "trloo"])
+def test_two_steps_log_every_metric_finite(tmp_path, advantage):
     out = tmp_path / "metrics.jsonl"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    command = [
-        sys.executable, str(ROOT / "examples" / "grpo_local.py"),
-        *("--steps", "2", "--group-size", "2", "--mix-ratio", "1.0", "--out", str(out)),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1200, env=env, cwd=ROOT, check=False)
+    done = run_example(
+        EXAMPLE, "--advantage", advantage, "--steps", "2", "--group-size", "2", "--mix-ratio", "1.0", "--out", str(out)
+    )
     assert done.returncode == 0, done.stderr[-4000:]
 
     records = [json.loads(line) for line in out.read_text().splitlines()]

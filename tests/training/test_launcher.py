@@ -67,6 +67,11 @@ def test_options_and_raw_overrides_take_precedence(config, tmp_path):
         plan_training(config, tmp_path, CPU, ["no-equals-sign"])
 
 
+def test_trloo_is_refused_on_verl_with_a_pointer_to_the_local_trainer(config, tmp_path):
+    with pytest.raises(KernelGymError, match="--advantage trloo"):
+        plan_training(config, tmp_path, CPU, ["algorithm.adv_estimator=trloo"])
+
+
 def test_the_train_file_is_repeated_to_fill_a_batch(config, tmp_path):
     plan = plan_training(config, tmp_path, {**CPU, "batch_size": 50})
     tasks = len(plan.val_rows)

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HACKS = sorted((ROOT / "tests" / "hacks").glob("*/*.py"))
 # Patterns 1-23 are the known reward hacks (docs/hacks.md); 24-33 the classes of issue 14 and 15 (forging from
 # inside the candidate, watched vs timed calls, two readings of one program, process state, assumed weights).
-LAST_PATTERN = 37
+LAST_PATTERN = 41
 LEGIT = sorted((ROOT / "tests" / "legit").glob("*/*.py"))
 SOLUTIONS = sorted((ROOT / "kernelgym" / "tasks" / "suites").glob("*/solutions/**/*.py"))
 
@@ -352,8 +352,14 @@ CASES: list[tuple[str, str, str]] = [
     ("native-process", "system", cpp_program('system("ls");\nreturn x;')),
     (
         "native-process",
-        "#include <thread>",
-        cpp_program("return x;", prelude="#include <torch/extension.h>\n#include <thread>\n"),
+        "std::thread under using namespace std",
+        cpp_program("thread t([] {});\nt.join();\nreturn x;",
+                    prelude="#include <torch/extension.h>\n#include <thread>\nusing namespace std;\n"),
+    ),
+    (
+        "native-process",
+        "#include <future>",
+        cpp_program("return x;", prelude="#include <torch/extension.h>\n#include <future>\n"),
     ),
     ("native-file", "fopen", cpp_program('FILE* f = fopen("a.bin", "rb");\nreturn x;')),
     ("native-file", "ifstream", cpp_program('std::ifstream in("a.bin");\nreturn x;')),
@@ -505,6 +511,23 @@ NEGATIVES: list[tuple[str, str]] = [
             "auto out = torch::empty_like(x);\nfloat* o = out.data_ptr<float>();\n"
             "auto f = [&](int64_t i) { o[i] = 0.f; };\n#pragma omp parallel for\n"
             "for (int64_t i = 0; i < out.numel(); ++i) f(i);\nreturn out;"
+        ),
+    ),
+    (
+        "CPU and thread counts, an OpenMP team size, a clock",
+        cpp_program(
+            "unsigned cpus = std::thread::hardware_concurrency();\nlong online = sysconf(_SC_NPROCESSORS_ONLN);\n"
+            "int most = omp_get_max_threads();\nauto t0 = std::chrono::steady_clock::now();\n"
+            "#pragma omp parallel for num_threads(8)\nfor (int i = 0; i < most; ++i) {}\n"
+            "return torch::empty_like(x);",
+            prelude="#include <torch/extension.h>\n#include <chrono>\n#include <omp.h>\n#include <thread>\n#include <unistd.h>\n",
+        ),
+    ),
+    (
+        "a local named thread under using namespace std",
+        cpp_program(
+            "int thread = omp_get_thread_num();\nunsigned n = thread::hardware_concurrency();\nreturn x;",
+            prelude="#include <torch/extension.h>\n#include <thread>\nusing namespace std;\n",
         ),
     ),
     (

@@ -7,7 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from kernelgym.verifier.harness import _installed, _Places
+from kernelgym.verifier.mapped_code import Places as _Places
+from kernelgym.verifier.mapped_code import installed as _installed
 
 LAUNCHER = "__triton_launcher" + importlib.machinery.EXTENSION_SUFFIXES[0]
 

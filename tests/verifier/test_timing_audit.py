@@ -23,15 +23,24 @@ def test_a_fake_clock_is_replaced_by_the_judges_measurement():
 
 
 def test_a_claim_below_the_measure_by_more_than_its_noise_is_not_believed():
-    # Steady measures: noise about 0.01 ms, so a claim 0.2 ms under the measure is not believed.
+    # Steady probes: noise about 0.01 ms, so a claim 0.2 ms under the measure is not believed.
     assert audit_claims([1.8] * 5, [2.3, 2.3, 2.31, 2.29, 2.3], PROBES).rejected
-    # The same claim against measures that spread by half a millisecond is within their noise.
-    assert not audit_claims([1.8] * 5, [1.8, 2.0, 2.3, 2.6, 2.8], PROBES).rejected
+    # A claim within the probes' noise of the measure is believed.
+    assert not audit_claims([1.995] * 5, [2.3, 2.3, 2.31, 2.29, 2.3], PROBES).rejected
 
 
-def test_noise_is_the_measured_spread_of_calls_and_probes():
+def test_padded_calls_do_not_widen_the_noise():
+    """Calls the candidate pads with work spread the judge's measures of its calls, never the allowance:
+    a fake clock's claims stay refused, and the judge's median of the calls is credited."""
+    padded = [2.3, 2.3, 2.3, 12.3, 12.3, 2.3, 12.3, 2.3]
+    audit = audit_claims([0.1] * 8, padded, PROBES)
+    assert audit.rejected and audit.noise_ms == pytest.approx(0.01)
+    assert audit.credited_ms == pytest.approx(2.0)
+
+
+def test_noise_is_the_measured_spread_of_the_probes():
     audit = audit_claims([1.0] * 5, [1.3, 1.35, 1.4, 1.45, 1.5], [0.2, 0.25, 0.3, 0.35, 0.4])
-    assert audit.noise_ms == pytest.approx(0.15 + 0.15)  # the interquartile ranges of both (inclusive quartiles)
+    assert audit.noise_ms == pytest.approx(0.15)  # the probes' interquartile range, not the calls'
     assert audit.wall_ms == pytest.approx(1.1)
 
 

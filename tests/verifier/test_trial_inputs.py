@@ -82,7 +82,8 @@ def test_only_host_tensors_need_a_descriptor():
 
 def test_a_reference_state_reaches_the_candidate_through_one_memfd_with_every_dtype_and_layout():
     """What ``Harness.shared_state`` sends and ``CandidateSide.cmd_state`` maps: every tensor on the host, whatever its device."""
-    from kernelgym.verifier.candidate_side import _mapped_state, transfer_state
+    from kernelgym.verifier.candidate_side import _mapped_state
+    from kernelgym.verifier.placement import transfer_state
 
     state = {"weight": torch.randn(3, 4).t(), "bias": torch.randn(3).expand(2, 3), "steps": torch.tensor(7),
              "mask": torch.tensor([True, False]), "half": torch.randn(5, dtype=torch.bfloat16), "empty": torch.zeros(0),

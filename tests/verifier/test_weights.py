@@ -1,9 +1,11 @@
-"""Weights reach the answer by name, then by registration order; the ``weights`` contract; libmvec; preset hints.
+"""Weights reach the answer by name, then by shape and role; the ``weights`` contract; libmvec; preset hints.
 
 Renamed parameters (a conv, a linear, a layernorm, a nested ``nn.Sequential``) are ``ok``; an answer
 that copies a weight in ``__init__`` is ``weights-cached`` under ``redrawn`` and ``ok`` under ``fixed``;
-one whose weight finds no place is flagged ``weights-not-redrawn``; a ``-ffast-math`` answer that calls
-glibc's vector math is ``ok``. The honest answers share one C++ source, so they share one build.
+one whose weight finds no place is ``weights-unplaced`` under ``redrawn`` and ``ok`` under ``fixed``,
+and, naming that weight in ``constant_weights``, ``ok`` with the flag ``weights-not-redrawn`` and a
+lower score; a ``-ffast-math`` answer that calls glibc's vector math is ``ok``. The honest answers
+share one C++ source, so they share one build.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from kernelgym.backends.symbols import forbidden_symbols
 from kernelgym.tasks import load_task_file
 from kernelgym.tasks.task import Task
 from kernelgym.verifier import Status, VerifierConfig
-from kernelgym.verifier.candidate_side import transfer_state
 from kernelgym.verifier.feedback import compose_feedback
+from kernelgym.verifier.placement import transfer_state
 
 KERNELS = r'''
 cpp_source = r"""
@@ -278,6 +280,9 @@ FLAT = '''
             return module.linear(x, self.flat_weight.view(self.shape), self.bias, False, False)
 '''
 
+# The same, saying it holds the weight fixed: checked at its initial value only.
+FLAT_CONSTANT = FLAT.replace("(nn.Module):\n", "(nn.Module):\n        constant_weights = (\"fc.weight\",)\n\n", 1)
+
 FAST_MATH = HEADER + r'''
 cpp_source = r"""
 #include <torch/extension.h>
@@ -352,6 +357,101 @@ def test_weights_go_by_name_then_by_registration_order_among_equal_shapes_and_dt
                                                                        "biases.2", "biases.3"])
 
 
+def test_equal_shapes_go_to_tensors_whose_names_give_the_same_role_first_then_in_order():
+    reference = nn.LayerNorm(5)
+    with torch.no_grad():
+        reference.weight.uniform_(1.0, 2.0)
+        reference.bias.uniform_(-2.0, -1.0)
+    state = reference.state_dict()
+
+    def holding(*names: str) -> nn.Module:
+        model = nn.Module()
+        for name in names:
+            model.register_parameter(name, nn.Parameter(torch.zeros(5)))
+        return model
+
+    for bias, weight in (("b", "g"), ("beta", "gamma"), ("shift", "scale"), ("ln_bias", "ln_weight"), ("b1", "w1")):
+        model = holding(bias, weight)  # the bias registered first
+        assert transfer_state(model, state) == ([], []), (bias, weight)
+        assert torch.equal(getattr(model, weight), reference.weight) and torch.equal(getattr(model, bias), reference.bias)
+    # one name with a role is enough: the bias takes `beta`, the weight what is left, though registered after it
+    model = holding("beta", "alpha")
+    transfer_state(model, state)
+    assert torch.equal(model.alpha, reference.weight) and torch.equal(model.beta, reference.bias)
+    # names that say nothing keep registration order (here, swapped)
+    model = holding("p", "q")
+    transfer_state(model, state)
+    assert torch.equal(model.p, reference.weight) and torch.equal(model.q, reference.bias)
+    # a batch norm's running statistics by role too, among four tensors of one shape
+    norm = nn.BatchNorm1d(3)
+    with torch.no_grad():
+        for i, value in enumerate((norm.weight, norm.bias, norm.running_mean, norm.running_var)):
+            value.fill_(float(i + 1))
+    answer = nn.Module()
+    for name in ("var", "mean", "shift", "scale"):
+        answer.register_buffer(name, torch.zeros(3))
+    assert transfer_state(answer, norm.state_dict()) == (["num_batches_tracked"], [])
+    assert [float(getattr(answer, n)[0]) for n in ("scale", "shift", "mean", "var")] == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_constant_weights_are_read_from_the_answer_and_cover_names_tails_and_modules():
+    from kernelgym.verifier.placement import covered_names, declared_constants
+
+    class Declared(nn.Module):
+        constant_weights = ("ln",)
+
+    class Malformed(nn.Module):
+        constant_weights = "ln.weight"  # a string, not a tuple of names
+
+    assert declared_constants(Declared()) == ["ln"] and declared_constants(nn.Linear(2, 2)) == []
+    with pytest.raises(TypeError, match="tuple of the reference's parameter and buffer names"):
+        declared_constants(Malformed())
+    names = ["fc.weight", "fc.bias", "ln.weight", "ln.bias"]
+    assert covered_names(["ln"], names) == ["ln.weight", "ln.bias"]
+    assert covered_names(["weight"], names) == ["fc.weight", "ln.weight"]
+    assert covered_names(["fc.bias", "n.bias", "fc.b"], names) == ["fc.bias"]
+
+
+def _harness(tmp_path: Path, weights: str):  # noqa: ANN202 (a Harness; imported lazily)
+    import types
+
+    from kernelgym.backends import get_backend
+    from kernelgym.verifier.harness import Harness, Progress
+
+    job = types.SimpleNamespace(config=VerifierConfig(weights=weights), seeds=[7, 8, 9])
+    return Harness(job, get_backend("cpp"), None, tmp_path, tmp_path, lambda *_: None, Progress())
+
+
+def test_an_unplaced_weight_is_incorrect_when_weights_are_redrawn_and_no_fault_when_fixed(tmp_path: Path):
+    from kernelgym.verifier.harness import Verdict
+
+    reference = nn.LayerNorm(4)
+    strict = _harness(tmp_path, "redrawn")
+    strict.unplaced_weights = ["weight", "bias"]
+    with pytest.raises(Verdict) as caught:
+        strict.redraw_weights(reference)
+    assert caught.value.status is Status.INCORRECT
+    assert [v.rule for v in caught.value.violations] == ["weights-unplaced"]
+    assert "`weight` (4,), `bias` (4,)" in caught.value.violations[0].message
+    fixed = _harness(tmp_path, "fixed")
+    fixed.unplaced_weights = ["weight", "bias"]
+    assert fixed.redraw_weights(reference) is False and fixed.progress.flags == []
+    assert torch.equal(reference.weight, torch.ones(4))  # nothing moved
+
+
+def test_weights_declared_constant_keep_their_initial_values_and_flag_the_result(tmp_path: Path):
+    reference = nn.LayerNorm(4)
+    h = _harness(tmp_path, "redrawn")
+    h.constant_weights = ["weight", "bias"]
+    assert h.redraw_weights(reference) is False  # nothing left to move: no state sent
+    assert h.progress.flags == ["weights-not-redrawn"]
+    assert "`weight` (4,), `bias` (4,)" in h.progress.notes[0] and "half the reward" in h.progress.notes[0]
+    assert torch.equal(reference.weight, torch.ones(4)) and torch.equal(reference.bias, torch.zeros(4))
+    fixed = _harness(tmp_path, "fixed")
+    fixed.constant_weights = ["weight", "bias"]
+    assert fixed.redraw_weights(reference) is False and fixed.progress.flags == []
+
+
 def test_the_weights_setting_is_checked_and_defaults_to_redrawn():
     assert VerifierConfig().weights == "redrawn"
     assert VerifierConfig(weights="fixed").weights == "fixed"
@@ -383,17 +483,22 @@ def test_renamed_parameters_reach_the_answer(cpu_verifier, tasks: dict[str, Task
 
 
 @pytest.mark.slow
-def test_a_weight_cached_in_init_is_named_and_passes_with_fixed_weights(cpu_verifier, tasks: dict[str, Task], cache_dir: Path):
+def test_cached_and_unplaced_weights_are_named_and_pass_with_fixed_weights(cpu_verifier, tasks: dict[str, Task], cache_dir: Path):
     task = tasks["linear"]
-    cached, flat = cpu_verifier.evaluate_many([(task, _answer(CACHED)), (task, _answer(FLAT))])
+    cached, flat, constant = cpu_verifier.evaluate_many([(task, _answer(body)) for body in (CACHED, FLAT, FLAT_CONSTANT)])
     assert cached.status is Status.INCORRECT and "[weights-cached]" in cached.feedback, cached.feedback
     assert "compute from the parameters in forward" in cached.feedback
-    assert flat.status is Status.OK and "weights-not-redrawn" in flat.flags, flat.feedback
-    assert "`fc.weight` (6, 12)" in flat.feedback
+    assert flat.status is Status.INCORRECT and "[weights-unplaced]" in flat.feedback, flat.feedback
+    assert "`fc.weight` (6, 12)" in flat.feedback and "constant_weights" in flat.feedback
+    # declared constant: its bias is still redrawn, its weight checked at its initial value only, for a lower score
+    assert constant.status is Status.OK and "weights-not-redrawn" in constant.flags, constant.feedback
+    assert "`fc.weight` (6, 12)" in constant.feedback and "`fc.bias`" not in constant.feedback
+    assert constant.score == pytest.approx(0.1 + 0.5 / 2)
     with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=VerifierConfig(runs=3, warmup=1, weights="fixed")) as fixed:
-        result = fixed.evaluate(task, _answer(CACHED))
-    assert result.status is Status.OK and result.weights == "fixed", result.feedback
-    assert "weights-not-redrawn" not in result.flags
+        results = fixed.evaluate_many([(task, _answer(body)) for body in (CACHED, FLAT, FLAT_CONSTANT)])
+    for result in results:  # the declaration changes nothing where no weight changes: correctness credited in full
+        assert result.status is Status.OK and result.weights == "fixed", result.feedback
+        assert "weights-not-redrawn" not in result.flags and result.score >= 0.1 + 0.5
 
 
 @pytest.mark.slow

@@ -286,6 +286,10 @@ class CppRules:
         rule = CPP_NAME_RULES.get(name)
         if rule is not None and name in CPP_CALL_ONLY:
             rule = rule if _is_called(node) else None
+        bare = node.parent is None or node.parent.type != "qualified_identifier"
+        if rule is None and bare and "std" in self.using_namespaces and (node.type == "type_identifier" or _is_called(node)):
+            # ``using namespace std; thread t(work);``: a type or a call spelled without ``std::``
+            rule = CPP_NAME_RULES.get(f"std::{name}")
         if (
             rule is None
             and name in ("half", "half2", "bfloat16", "nv_bfloat16")

@@ -242,7 +242,8 @@ CPP_INCLUDE_RULES = (
         re.compile(r"cublas|cudnn|mkl|cblas|dnnl|oneapi|cusparse|cufft|cusolver|lapack|openblas|ATen/native/"),
         "native-library",
     ),
-    (re.compile(r"^(thread|pthread\.h|future|sys/wait\.h|spawn\.h)$"), "native-process"),
+    # Not <thread>: it is also where ``std::thread::hardware_concurrency`` lives; ``std::thread`` itself is a name rule.
+    (re.compile(r"^(pthread\.h|future|sys/wait\.h|spawn\.h)$"), "native-process"),
     (re.compile(r"^(fstream|sys/mman\.h|filesystem|fcntl\.h|dirent\.h|sys/shm\.h)$"), "native-file"),
     (re.compile(r"^(dlfcn\.h)$"), "native-timer-patch"),
     (re.compile(r"^(cuda_fp16\.h|cuda_bf16\.h|musa_fp16\.h|mma\.h)$"), "precision-downgrade"),

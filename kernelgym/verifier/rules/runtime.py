@@ -3,17 +3,19 @@
 Holds one function per runtime rule, each returning the
 :class:`~kernelgym.verifier.result.Violation` the worker reports:
     aten_fallback, decoy_kernel, input_mutation, global_state_changed: guards around ``forward``.
+    aten_compute_sampled: ``forward``'s time, sampled from outside, ran in PyTorch's compute libraries.
     output_violation: a wrong or illegal output, named by its cause (``wrong-output``,
-        ``output-not-plain-tensor``, ``output-aliases-input``, ``stale-output``,
+        ``output-not-plain-tensor``, ``output-not-plain-container``, ``output-aliases-input``, ``stale-output``,
         ``shape-variant-mismatch``, ``mode-mismatch``, ``initial-weights-assumed``,
         ``timed-output-mismatch``).
     weights_cached: an output that follows the weights as they were before a change (copies made in ``__init__``).
+    weights_unplaced: reference weights with no place in ``ModelNew``, not declared constant.
     inherits_model: ``Model`` found in ``ModelNew``'s MRO (the static rule of that id, seen at run time).
     forbidden_native_symbol: a built extension links against symbols off its backend's allow-list.
     unverified_library: native code mapped into the candidate that the judge neither built nor installed.
     host_array_library: the candidate imports NumPy (or another host array library).
     forged_message: the candidate wrote on the judge's channel.
-    process_state_changed: the candidate changed its process (threads, affinity, signal handlers, limits).
+    process_state_changed: the candidate changed its process (affinity, signal handlers, limits).
     excessive_speedup: a call faster than its memory traffic allows, measured by the judge itself.
 
 The static rules cannot see these (an op reached through a computed name, a
@@ -27,6 +29,7 @@ from kernelgym.verifier.result import Violation
 from kernelgym.verifier.rules.catalogue import rule
 
 __all__ = [
+    "aten_compute_sampled",
     "aten_fallback",
     "decoy_kernel",
     "excessive_speedup",
@@ -40,6 +43,7 @@ __all__ = [
     "process_state_changed",
     "unverified_library",
     "weights_cached",
+    "weights_unplaced",
 ]
 
 
@@ -51,6 +55,14 @@ def _runtime(rule_id: str, message: str) -> Violation:
 def aten_fallback(ops: str) -> Violation:
     """``ops`` (``"aten.add, aten.mul"``) computed part of the answer during ``forward``."""
     return _runtime("aten-fallback", f"ATen compute ops dispatched during forward: {ops}. Implement them in your kernel.")
+
+
+@rule("aten-compute-sampled", "forward's time, sampled from outside the candidate's process, ran in PyTorch's compute "
+      "libraries (ATen kernels called below the dispatcher, through a pointer)", stage="runtime")
+def aten_compute_sampled(detail: str) -> Violation:
+    """``detail``: how much of ``forward``'s sampled time ran in torch's compute libraries, and where."""
+    return _runtime("aten-compute-sampled", f"{detail}. Compute every output in your own kernel; PyTorch's kernels, "
+                    "however they are reached, are not yours.")
 
 
 @rule("observer-record-missing", "the native ATen observer's record of a call is missing, malformed or not that call's "
@@ -86,7 +98,10 @@ def inherits_model() -> Violation:
 
 
 @rule("wrong-output", "an output differs from the reference (values, shape, dtype, device, NaN/inf)", stage="runtime")
-@rule("output-not-plain-tensor", "an output is not a plain torch.Tensor", stage="runtime")
+@rule("output-not-plain-tensor", "an output is not a plain torch.Tensor (a subclass, another object, or a tensor "
+      "carrying attributes of its own)", stage="runtime")
+@rule("output-not-plain-container", "outputs are held in a subclass of tuple, list or dict (code the judge would run "
+      "to read them, after the clock stopped)", stage="runtime")
 @rule("output-aliases-input", "an output shares memory with an input", stage="runtime")
 @rule("stale-output", "an output replays an earlier call's (post-timing re-check, fresh inputs, caches, "
       "batch-and-skip)", stage="runtime")
@@ -112,7 +127,7 @@ def output_violation(rule_id: str, message: str) -> Violation:
 
 
 _OUTPUT_RULES = frozenset(
-    ("wrong-output", "output-not-plain-tensor", "output-aliases-input", "stale-output", "shape-variant-mismatch",
+    ("wrong-output", "output-not-plain-tensor", "output-not-plain-container", "output-aliases-input", "stale-output", "shape-variant-mismatch",
      "mode-mismatch", "initial-weights-assumed", "timed-output-mismatch")
 )
 
@@ -124,6 +139,17 @@ def weights_cached() -> Violation:
     return _runtime("weights-cached", "your output matches the reference with the weights as they were before they changed: "
                     "compute from the parameters in forward; copies made in __init__ (transposed, scaled or packed "
                     "weights) go stale when the weights change.")
+
+
+@rule("weights-unplaced", "a floating parameter or buffer of the reference has no place in ModelNew (no tensor of its "
+      "name or shape and dtype) and is not named in its constant_weights", stage="runtime")
+def weights_unplaced(listed: str) -> Violation:
+    """``listed`` (```ln.weight` (4096,)``, ...): reference tensors ``ModelNew`` could not receive, so could not follow."""
+    return _runtime("weights-unplaced", f"ModelNew holds no tensor for the reference's {listed}, so it cannot follow them when "
+                    "they change. Register a parameter or buffer of the same shape and dtype for each (any name: one "
+                    "with `weight` or `bias` in it is told apart from its equals in shape), or name the ones your answer "
+                    "holds fixed in `constant_weights = (...)` on ModelNew (then checked at their initial values only, "
+                    "for a lower score).")
 
 
 @rule("forbidden-native-symbol", "a built extension links against functions off its backend's allow-list (ATen "
@@ -154,8 +180,8 @@ def forged_message(detail: str) -> Violation:
     return _runtime("forged-message", detail)
 
 
-@rule("process-state-changed", "the candidate changed its own process (threads, CPU affinity, signal handlers, "
-      "resource limits)", stage="runtime")
+@rule("process-state-changed", "the candidate changed its own process (CPU affinity, signal handlers, resource "
+      "limits)", stage="runtime")
 def process_state_changed(changes: list[str]) -> Violation:
     """What changed since the candidate was loaded, read by the judge from ``/proc``."""
     return _runtime("process-state-changed", "; ".join(changes))

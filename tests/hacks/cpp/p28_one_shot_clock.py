@@ -1,6 +1,6 @@
 # task: level1/1_ReLU
-# expect: ok
-# rule: none
+# expect: illegal
+# rule: global-state-changed
 # pattern: 28 — a one-shot fake perf_counter that shrinks the measured call and restores itself before any state check
 import time
 from torch import nn

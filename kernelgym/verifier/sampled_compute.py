@@ -1,0 +1,245 @@
+"""ATen compute seen by where the candidate runs: samples of its threads' code, weighed by the trusted side.
+
+Holds:
+    CodeSample: where one sampled thread was running: the file mapped there and the function it names.
+    CodeSampler: what the judge needs of a sampler of the candidate's threads (the executor's ``ThreadSampler``).
+    COMPUTE_LIBRARIES / TORCH_LIBRARIES: where ATen's operators compute (with the kernels named in torch's own).
+    SHARE_LIMIT / MIN_COMPUTE_SAMPLES / MIN_FORWARD_SAMPLES: what a verdict rests on.
+    ComputeShare / compute_share: how much of the candidate's forward ran in them, from samples of calls and probes.
+    sample_forward: sample untimed calls and probes of a candidate (after its checked calls) into a ComputeShare.
+
+The native observer sees operators that go through the dispatcher; linking rules see the symbols an extension
+imports. An answer can do without both: take the address of an ATen kernel (``at::cpu::mm``) from the library
+already loaded in its process and call it through a pointer. What runs cannot be hidden that way: the judge
+samples, from outside, where the candidate's threads execute during calls of its ``forward`` (untimed ones) and
+during probes (the same request with an allocator for a forward, :meth:`CandidateSide.cmd_probe`), so that what
+the harness itself runs in torch's libraries around a call (copies of inputs and outputs) is taken away. An honest
+answer spends its forward in its own verified build (and libgomp, libc, Python); one that computes in ATen spends
+it in ``libtorch_cpu.so``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from collections import Counter
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from time import perf_counter
+from typing import TYPE_CHECKING, Protocol
+
+import torch
+
+from kernelgym.verifier.trial_inputs import Refresher, draw_inputs
+
+if TYPE_CHECKING:
+    from kernelgym.verifier.harness import Harness
+
+__all__ = ["COMPUTE_LIBRARIES", "CodeSample", "CodeSampler", "ComputeShare", "MIN_COMPUTE_SAMPLES", "MIN_FORWARD_SAMPLES",
+           "SHARE_LIMIT", "TORCH_LIBRARIES", "compute_share", "sample_forward"]
+
+COMPUTE_LIBRARIES = ("libmkl", "libopenblas", "libblas", "liblapack", "libdnnl", "libmkldnn", "libsleef", "libcublas",
+                     "libcudnn", "libcufft")
+"""Name prefixes of the BLAS, DNN and vector-math libraries ATen calls: every sample there is compute."""
+
+TORCH_LIBRARIES = ("libtorch_cpu", "libtorch_cuda", "libtorch_hip")
+"""Name prefixes of torch's own libraries: compute where the function sampled is a kernel (:func:`computes`).
+
+They also hold what the harness and an honest ``forward`` run there: the dispatcher, allocation, tensor
+metadata, ``RecordFunction``, and the copy and fill kernels of allowed operators (``contiguous``, ``zeros``)."""
+
+# MKL (statically linked into libtorch_cpu), BLAS entry points, oneDNN and its JIT assembler, Sleef's vector math.
+_LIBRARY_SYMBOL = re.compile(r"mkl|gemm|gemv|cblas|blas_|lapack|dnnl|xbyak|sleef", re.IGNORECASE)
+# ATen's kernels: DispatchStub implementations (``*_kernel``, ``*_kernel_impl``), TensorIterator's loops (each
+# ``function_ref`` callback names the kernel it runs), reductions.
+_KERNEL_SYMBOL = re.compile(r"kernel|loop|callback_fn|reduc", re.IGNORECASE)
+# The kernels of the operators an answer may use (copies, fills): allocate and reshape, never compute.
+_DATA_MOVEMENT = re.compile(r"copy|fill|zero_", re.IGNORECASE)
+# c10's dispatcher (``c10::impl::wrap_kernel_functor_unboxed_``, ``callUnboxedKernelFunction``): it calls kernels.
+_DISPATCHER = ("_ZN3c10", "_ZNK3c10")
+
+SHARE_LIMIT = 0.1
+"""The share of a forward's samples in ATen's compute, beyond what probes spend there, from which the forward
+computed in ATen. An honest forward spends none there (its allocations and copies are not compute); on the small
+host tasks most of a forward that calls ATen is Python's and pybind11's call overhead, and a quarter or more is
+ATen's kernel."""
+
+MIN_COMPUTE_SAMPLES = 10
+"""Fewest samples in ATen's compute, beyond the probes', a verdict rests on."""
+
+MIN_FORWARD_SAMPLES = 40
+"""Fewest samples of the forward itself (calls' samples beyond the probes') a verdict rests on."""
+
+SAMPLING_SECONDS = 1.0
+"""At most about how long the sampled calls and probes take in all (at least :data:`MIN_CALLS` of each); they stop
+sooner once the calls hold :data:`ENOUGH_SAMPLES` more samples than the probes."""
+
+ENOUGH_SAMPLES = 160
+"""Samples of the calls beyond the probes' after which sampling stops (four times :data:`MIN_FORWARD_SAMPLES`)."""
+
+MIN_CALLS = 3
+"""Fewest calls (and probes) sampled, whatever they cost."""
+
+MAX_CALLS = 400
+"""Most calls (and probes) sampled, however cheap."""
+
+
+@dataclass(frozen=True)
+class CodeSample:
+    """Where one sampled thread was running.
+
+    Attributes:
+        path: the file mapped at its instruction pointer (``[anonymous]``: memory mapped executable from no file;
+            ``[unmapped]``: none).
+        symbol: the (mangled) function there, when the file's symbol table names one.
+    """
+
+    path: str
+    symbol: str | None = None
+
+    @property
+    def computes(self) -> bool:
+        """Whether it ran in ATen's compute: a compute library, a kernel of torch's, or code generated at run time.
+
+        Example:
+            >>> CodeSample("/torch/lib/libtorch_cpu.so", "mkl_blas_avx2_sgemm_kernel_0").computes
+            True
+            >>> CodeSample("/torch/lib/libtorch_cpu.so", "_ZN2at6native12_GLOBAL__N_111copy_kernelERNS_18TensorIteratorBaseEb").computes
+            False
+            >>> CodeSample("/torch/lib/libtorch_cpu.so", "_ZN3c104impl28wrap_kernel_functor_unboxed_Iv").computes
+            False
+            >>> CodeSample("/torch/lib/libtorch_cpu.so", "_ZN3c1010TensorImpl7releaseEv").computes, CodeSample("/lib/libc.so.6").computes
+            (False, False)
+        """
+        name = os.path.basename(self.path)
+        if self.path == "[anonymous]" or name.startswith(COMPUTE_LIBRARIES):  # oneDNN's JIT kernels live in anonymous code
+            return True
+        if not name.startswith(TORCH_LIBRARIES) or not self.symbol:
+            return False
+        if _LIBRARY_SYMBOL.search(self.symbol):
+            return True
+        if self.symbol.startswith(_DISPATCHER) or _DATA_MOVEMENT.search(self.symbol):
+            return False
+        return bool(_KERNEL_SYMBOL.search(self.symbol))
+
+
+class CodeSampler(Protocol):
+    """A sampler of the candidate's threads, used as a context manager around the calls it samples.
+
+    Attributes:
+        refused: why the kernel refused to let the judge sample the process (``None``: it did not).
+    """
+
+    refused: str | None
+
+    def __enter__(self) -> CodeSampler:
+        ...
+
+    def __exit__(self, *exc: object) -> None:
+        ...
+
+    def window(self, label: str) -> AbstractContextManager[None]:
+        """Sample while the block runs, under ``label``."""
+        ...
+
+    def count(self, label: str) -> int:
+        """How many samples were taken under ``label`` so far."""
+        ...
+
+    def samples(self, label: str) -> list[CodeSample]:
+        """What was sampled under ``label``, once sampling is over."""
+        ...
+
+
+@dataclass(frozen=True)
+class ComputeShare:
+    """How much of the candidate's forward ran in torch's compute libraries, by samples.
+
+    Attributes:
+        calls: the calls sampled.
+        probes: the probes sampled.
+        forward_samples: samples per call beyond those of a probe, times the calls (the forward's own).
+        torch_samples: of them, those in ATen's compute (:attr:`CodeSample.computes`), beyond the probes'.
+        functions: the functions of those libraries sampled most often in the calls, most first.
+        refused: why the candidate's process could not be sampled (``None``: it was).
+    """
+
+    calls: int
+    probes: int
+    forward_samples: float
+    torch_samples: float
+    functions: tuple[str, ...] = ()
+    refused: str | None = None
+
+    @property
+    def share(self) -> float:
+        """The share of the forward's samples in torch's compute libraries (0 without samples)."""
+        return self.torch_samples / self.forward_samples if self.forward_samples > 0 else 0.0
+
+    @property
+    def computed_in_aten(self) -> bool:
+        """Enough of the forward ran in ATen's compute: :data:`MIN_COMPUTE_SAMPLES`, and :data:`SHARE_LIMIT` of it."""
+        return (self.forward_samples >= MIN_FORWARD_SAMPLES and self.torch_samples >= MIN_COMPUTE_SAMPLES
+                and self.share >= SHARE_LIMIT)
+
+    def sentence(self) -> str:
+        """What the samples show, for the feedback."""
+        named = f" (most often in {', '.join(self.functions)})" if self.functions else ""
+        return (f"{self.share:.0%} of ModelNew.forward's sampled time ran in PyTorch's compute libraries{named}: "
+                f"{self.torch_samples:.0f} of {self.forward_samples:.0f} samples over {self.calls} calls, beyond what "
+                "the harness alone runs there")
+
+
+def compute_share(calls: list[CodeSample], probes: list[CodeSample], call_count: int, probe_count: int) -> ComputeShare:
+    """Weigh the samples of ``call_count`` calls against those of ``probe_count`` probes (the harness alone).
+
+    Example:
+        >>> kernel, copy = CodeSample("/cache/builds/ab/x.so"), CodeSample("/torch/lib/libtorch_cpu.so", "copy_")
+        >>> compute_share([kernel] * 60 + [copy] * 40, [copy] * 40, 10, 10).share
+        0.0
+        >>> gemm = CodeSample("/torch/lib/libtorch_cpu.so", "mkl_sgemm")
+        >>> compute_share([gemm] * 90 + [copy] * 40 + [kernel] * 5, [copy] * 40, 10, 10).computed_in_aten
+        True
+    """
+    if not call_count or not probe_count:
+        return ComputeShare(call_count, probe_count, 0.0, 0.0)
+    computing = [s for s in calls if s.computes]
+    forward = len(calls) - len(probes) * call_count / probe_count
+    torch_part = len(computing) - sum(s.computes for s in probes) * call_count / probe_count
+    functions = Counter(s.symbol or os.path.basename(s.path) for s in computing)
+    return ComputeShare(call_count, probe_count, max(forward, 0.0), max(torch_part, 0.0),
+                        tuple(name for name, _ in functions.most_common(3)))
+
+
+def sample_forward(h: Harness) -> ComputeShare:
+    """Sample the candidate's threads during untimed calls and probes, alternated, on fresh inputs at the task's shapes.
+
+    The calls are made as timed ones are (eval mode, no grad, the native observer only), about
+    :data:`SAMPLING_SECONDS` of them; their outputs are not compared (the checked and timed calls were).
+    The judge samples after the timing stage: no timed call is sampled, and none follows the sampled
+    ones in the candidate's process (hundreds of extra calls there, before the timed ones, moved the
+    speedups of small host tasks by a few percent).
+    """
+    config = h.config
+    reference = h.models({}).eval()  # the models at the task's own shapes (the checks end at a variant's)
+    assert h.reference is not None
+    inputs = draw_inputs(h.reference, h.rng.randrange(2**31), h.device)
+    refresher = Refresher(h.reference, inputs, h.device, random.Random(h.rng.randrange(2**63)))
+    with torch.no_grad():
+        h.bind(inputs, h.reference_call(reference, inputs, False, False))
+    per_call = h.reference_seconds[-1]
+    h.set_budget(h.stage_budget + config.timeouts.scaled(config.timeouts.check, per_call, 4 * MIN_CALLS))
+    calls, start = 0, perf_counter()
+    with h.candidate.sampler() as sampler:
+        while calls < MAX_CALLS and (calls < MIN_CALLS or perf_counter() - start < SAMPLING_SECONDS) and not sampler.refused \
+                and sampler.count("call") - sampler.count("probe") < ENOUGH_SAMPLES:
+            refresher.refresh(inputs)
+            with sampler.window("probe"):
+                h.measured("probe", False, False)
+            with sampler.window("call"):
+                h.call(inputs, False, False, python_guard=False)
+            calls += 1
+    if sampler.refused:
+        return ComputeShare(calls, calls, 0.0, 0.0, refused=sampler.refused)
+    return compute_share(sampler.samples("call"), sampler.samples("probe"), calls, calls)

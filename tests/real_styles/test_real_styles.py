@@ -1,0 +1,119 @@
+"""Answers written the way LLMs write them (builds in ``__init__``, failing builds with a fallback, several modules,
+builds keyed on constructor arguments, builds at the first call): each build is made once, outside the check and
+time stages, and a slow build never holds up another answer's verdict.
+
+Each sample starts with ``# task:``, ``# rules:`` and ``# expect:`` lines. A nonce is added to every sample's
+sources, so the builds a test counts are its own (the session shares one build cache).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from concurrent.futures import as_completed
+from pathlib import Path
+
+import pytest
+
+from kernelgym import Verifier
+from kernelgym.backends.cpp import CppBackend
+from kernelgym.backends.store import ExtensionStore
+from kernelgym.executor.local import LocalExecutor
+from kernelgym.executor.registry import PoolSettings
+from kernelgym.verifier import Status, VerifierConfig
+
+pytestmark = pytest.mark.slow
+
+SAMPLES = Path(__file__).parent / "cpp"
+
+
+def _sample(name: str) -> tuple[dict[str, str], str]:
+    """A sample's header fields and its text, its C++ sources made unique to this call."""
+    text = (SAMPLES / f"{name}.py").read_text()
+    fields = dict(re.findall(r"^#\s*(task|rules|expect):\s*(\S+)", text, re.M))
+    return fields, text.replace("#include <torch/extension.h>", f"#include <torch/extension.h>\n// {secrets.token_hex(8)}")
+
+
+def _config(rules: str) -> VerifierConfig:
+    return VerifierConfig(runs=3, warmup=1, rules=rules)
+
+
+def _store_files(cache_dir: Path) -> dict[str, int]:
+    """Every record of the judge's store (builds and failures) and its modification time."""
+    records = ExtensionStore(cache_dir / "builds").records
+    return {path.name: path.stat().st_mtime_ns for path in records.glob("*.json")} if records.is_dir() else {}
+
+
+def test_a_failing_build_in_init_inside_try_is_compiled_once_and_remembered(cache_dir: Path, cpu_suite) -> None:
+    fields, text = _sample("fallback_after_failing_build")
+    task = cpu_suite[fields["task"]]
+    before = _store_files(cache_dir)
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        first = verifier.evaluate(task, text)
+        after_first = _store_files(cache_dir)
+        second = verifier.evaluate(task, text)
+    assert first.status is Status.OK and second.status is Status.OK, first.feedback
+    new = {name for name in after_first if name not in before}
+    assert len(new) == 1 and next(iter(new)).endswith(".failed.json")  # the failure, recorded by the trusted side
+    # Built once, in the build stage: the check stage's constructions and the time stage's found it in the store.
+    assert first.seconds.check + first.seconds.time < first.seconds.build
+    # Judged again: nothing compiled (the record would have been written again), nothing new in the store.
+    assert _store_files(cache_dir) == after_first
+
+
+def test_builds_asked_for_by_other_shapes_are_made_once_and_never_charged_to_the_check_stage(cache_dir: Path, cpu_suite) -> None:
+    fields, text = _sample("build_keyed_on_init_args")
+    task = cpu_suite[fields["task"]]
+    before = _store_files(cache_dir)
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        result = verifier.evaluate(task, text)
+    assert result.status is Status.OK, result.feedback
+    built = [name for name in _store_files(cache_dir) if name not in before]
+    assert len(built) >= 2, "the shape variants change the constructor's feature count: one build each"
+    assert result.seconds.check < result.seconds.build
+
+
+@pytest.mark.parametrize("name", ["two_modules_built_in_init"])
+def test_modules_built_in_init_are_judged_ok(name: str, cache_dir: Path, cpu_suite) -> None:
+    fields, text = _sample(name)
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        result = verifier.evaluate(cpu_suite[fields["task"]], text)
+    assert result.status is Status(fields["expect"]), result.feedback
+
+
+def test_with_one_judge_a_build_asked_for_late_goes_to_a_build_worker_and_a_fast_answer_is_judged_meanwhile(
+        cache_dir: Path, cpu_suite, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The cpp backend builds where it runs; pretend it can build apart, as the cuda backend does on a GPU host.
+    monkeypatch.setattr(CppBackend, "build_worker_environment", lambda self: {})
+    monkeypatch.setattr(CppBackend, "device_count", lambda self: 1)
+    fields, slow_text = _sample("build_at_first_forward")
+    slow_task, fast_task = cpu_suite[fields["task"]], cpu_suite["level1/1_ReLU"]
+    rounds: list[int] = []
+    executor = LocalExecutor(PoolSettings(backend="cpp", num_workers=1, cache_dir=cache_dir), build_workers=2)
+    real = executor._build_then_judge
+    monkeypatch.setattr(executor, "_build_then_judge", lambda job, judged, n, *rest: (rounds.append(n), real(job, judged, n, *rest)))
+    try:
+        with Verifier(backend="cpp", executor=executor, config=_config(fields["rules"])) as verifier:
+            assert verifier.evaluate(fast_task, fast_task.solution("cpp")).status is Status.OK  # its build is in the store
+            slow = verifier.submit(slow_task, slow_text)
+            fast = verifier.submit(fast_task, fast_task.solution("cpp"))
+            order = [future is fast for future in as_completed([slow, fast], timeout=900)]
+    finally:
+        executor.close()
+    assert slow.result().status is Status.OK and fast.result().status is Status.OK, slow.result().feedback
+    assert order == [True, False]  # the fast answer's verdict did not wait for the slow one's build
+    assert 1 in rounds  # the judge sent the slow answer back to the build workers once, with the build it asked for
+
+
+def test_under_the_kernelbench_preset_a_result_carries_the_verdict_of_kernelbench_s_own_contract(cache_dir: Path, cpu_suite) -> None:
+    fields, text = _sample("weights_transformed_in_init")
+    kernelbench_expected = re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1)
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        result = verifier.evaluate(cpu_suite[fields["task"]], text)
+        honest = verifier.evaluate(cpu_suite[fields["task"]], text.replace("self.weight_t)", "self.linear.weight.t())"))
+    assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
+    assert result.kernelbench_differs_by == "`weights-cached`" and "KernelBench's own contract" in result.feedback
+    assert result.kernelbench_speedup_eager is not None and result.kernelbench_speedup_eager > 0
+    # Where both contracts agree, the result says so without a second check.
+    assert honest.status is Status.OK and honest.kernelbench_verdict is Status.OK and honest.kernelbench_status is None
+    assert honest.kernelbench_speedup_eager == honest.speedup_eager
