@@ -105,12 +105,13 @@ def read_answers(path: str | Path, tasks: Iterable[Task], reference: str = "task
         >>> import tempfile
         >>> task = Task("level1/19_ReLU", "ReLU", 1, 19, "class Model: pass")
         >>> rows = [{"level_id": 1, "task_id": 19, "ref_code": "", "custom_code": "class ModelNew: pass"},
-        ...         {"level_id": 1, "task_id": 20, "ref_code": "", "custom_code": None}]
+        ...         {"level_id": 1, "task_id": 20, "ref_code": "", "custom_code": None},
+        ...         {"level_id": 1, "task_id": 21, "ref_code": "", "custom_code": "None"}]
         >>> with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         ...     _ = f.write("\\n".join(json.dumps(r) for r in rows))
         >>> corpus = read_answers(f.name, [task])
         >>> [a.key for a in corpus.answers], corpus.without_code
-        (['cudal1:level1/19_ReLU'], 1)
+        (['cudal1:level1/19_ReLU'], 2)
     """
     by_number = {(t.level, t.problem_id): t for t in tasks}
     answers, scores, unmatched = [], {}, []
@@ -120,7 +121,7 @@ def read_answers(path: str | Path, tasks: Iterable[Task], reference: str = "task
             continue
         row = json.loads(line)
         rows += 1
-        if not row.get("custom_code"):
+        if not row.get("custom_code") or row["custom_code"].strip() == "None":  # CUDA-L1 writes "None" for no answer
             without_code += 1
             continue
         task = by_number.get((int(row["level_id"]), int(row["task_id"])))

@@ -16,7 +16,7 @@ LAYERS = {
     "executor": 3,
     "envs": 4,
     "wrappers": 5,
-    "agents": 6, "bench": 6.5, "training": 6.5, "serve": 6.5,
+    "agents": 6, "openrlhf": 6.25, "bench": 6.5, "training": 6.5, "serve": 6.5,
     "cli": 7,
     "__init__": 8,
 }

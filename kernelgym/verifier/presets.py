@@ -51,7 +51,7 @@ PRESETS = {
         "kernelbench",
         frozenset({
             "torch-compute-in-forward", "kernel-not-called", "no-native-kernel", "native-torch-compute", "native-library",
-            "try-except-fallback", "aten-fallback", "aten-compute-sampled", "decoy-kernel",
+            "try-except-fallback", "aten-fallback", "aten-compute-sampled", "decoy-kernel", "private-torch-compute",
             # its purpose is hidden PyTorch compute, which this preset allows (nn.ModuleList loops call run-time names)
             "unresolved-call",
         }),

@@ -30,6 +30,18 @@ def test_pytorch_compute_is_illegal_natively_and_allowed_by_the_kernelbench_pres
     assert run_static_stages(task, TORCH_ANSWER, "cpp", "kernelbench").rejection is None
 
 
+def test_a_pytorch_operator_reached_through_a_private_module_is_compute_not_a_way_into_pytorch(cpu_suite):
+    # As real answers write it (CUDA-L1's LeakyReLU); torch._C's state setters stay illegal under both presets.
+    task = cpu_suite["level1/1_ReLU"]
+    private_op = TORCH_ANSWER.replace("torch.relu(x)", "torch._C._nn.leaky_relu(x, 0.0)")
+    state = TORCH_ANSWER.replace("return torch.relu(x)", "torch._C._jit_set_profiling_mode(False)\n        return torch.relu(x)")
+    native = run_static_stages(task, private_op, "cpp", "native").rejection
+    assert native is not None and "private-torch-compute" in [v.rule for v in native.violations]
+    assert run_static_stages(task, private_op, "cpp", "kernelbench").rejection is None
+    refused = run_static_stages(task, state, "cpp", "kernelbench").rejection
+    assert refused is not None and "private-torch-api" in [v.rule for v in refused.violations]
+
+
 def test_the_kernelbench_preset_keeps_every_hack_defense(cpu_suite):
     task = cpu_suite["level1/1_ReLU"]
     for sample in ("p22_read_answer_file.py", "p14_python_thread.py", "p16_patch_perf_counter.py"):

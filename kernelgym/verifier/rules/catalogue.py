@@ -109,6 +109,7 @@ _MESSAGES = {
     "extra-stream": "{name} puts work on a non-default stream that the timer does not wait for; launch on the "
     "current stream.",
     "private-torch-api": "{name} is a private PyTorch internal; use only public allocation APIs and your own kernel.",
+    "private-torch-compute": "{name} is a PyTorch operator reached through a private module; compute it in your own kernel.",
     "tensor-subclass": "{name}: outputs must be plain torch.Tensor objects; do not subclass Tensor or override "
     "__torch_function__/__torch_dispatch__.",
     "forbidden-import": "importing {name} is not allowed; use torch, torch.utils.cpp_extension, triton, math and "

@@ -425,10 +425,16 @@ def rule_for_name(name: str) -> str | None:
         if name.startswith("os.environ"):
             return None
         return "file-access"
+    if name.startswith(_PRIVATE_COMPUTE):
+        return "private-torch-compute"
     if name.startswith("torch._") and not name.startswith("torch.__"):
         return "private-torch-api"
     return None
 
+
+_PRIVATE_COMPUTE = ("torch._C._nn.", "torch._C._VariableFunctions.", "torch._C._fft.", "torch._C._linalg.", "torch._C._special.")
+"""Private modules that hold only PyTorch's operators (``torch._C._nn.leaky_relu`` is ``F.leaky_relu``): compute, not a
+way into PyTorch's state, so a preset that allows PyTorch's operators allows these too."""
 
 _ATEN_NAMESPACES = frozenset(
     ("aten", "prims", "quantized", "_quantized", "mkldnn", "quantized_decomposed", "higher_order", "_c10d_functional")

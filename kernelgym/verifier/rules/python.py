@@ -123,6 +123,7 @@ class PythonRules(ForwardRules):
     @rule("extra-stream", "work is put on a non-default CUDA stream from Python", stage="python")
     @rule("torch-compiler", "torch.compile, TorchScript, CUDA graphs or other PyTorch compilers generate the kernel", stage="python")
     @rule("private-torch-api", "private torch internals (torch._C, torch._ops, ...) are used", stage="python")
+    @rule("private-torch-compute", "PyTorch operators are reached through a private module (torch._C._nn, ...)", stage="python")
     def _reference_anywhere(self, node: tree_sitter.Node) -> None:
         text = node_text(node)
         if node.type == "identifier":
