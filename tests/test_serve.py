@@ -209,6 +209,7 @@ def test_a_client_sending_a_task_file_the_server_does_not_serve_gets_the_reason(
     ({"memory_limit_gb": 1e6}, "memory_limit_gb"),
     ({"check_variants": False}, "check_variants"),
     ({"roofline_bandwidth_gbs": 1e9}, "roofline_bandwidth_gbs"),
+    ({"seed": 0}, "seed"),  # the answer would know its trial inputs
     ({"runs": "100"}, "runs"),
 ])
 def test_a_setting_out_of_bounds_gets_400_naming_it(server: tuple[JudgeService, RunningServer], config: dict[str, Any],

@@ -390,6 +390,8 @@ class CandidateSide:
         """
         assert self.model is not None
         release, self.held, self.kept = [*self.held, *self.kept], [], []
+        if inert(release):  # plain tensors: let go here, as the reference's twin does, outside the measured call
+            release = None
         try:
             leaves, reply = self._made_call(self.model, self.tracker, training, grad, python_guard, release)
         except NotPlainOutput as exc:

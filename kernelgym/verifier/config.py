@@ -130,7 +130,6 @@ SERVED_BOUNDS: dict[str, tuple[float, float]] = {
     "atol": (0.0, _DEFAULTS.atol),
     "rtol": (0.0, _DEFAULTS.rtol),
     "low_precision_tol": (0.0, _DEFAULTS.low_precision_tol),
-    "seed": (0, 2**63 - 1),
     "timeouts.build": (1.0, 1800.0),
     "timeouts.check": (1.0, 600.0),
     "timeouts.time": (1.0, 600.0),
@@ -143,17 +142,20 @@ SERVED_BOUNDS: dict[str, tuple[float, float]] = {
 }
 """The range (inclusive) of every numeric setting a judge serving untrusted clients accepts (:func:`check_bounds`)."""
 
-_INTEGERS = frozenset({"trials", "warmup", "runs", "seed"})
+_INTEGERS = frozenset({"trials", "warmup", "runs"})
 _SERVED_FIXED = {
     "check_variants": (True, "a served judge always checks the task's extra shapes"),
     "roofline_bandwidth_gbs": (None, "a served judge uses its own device's peak bandwidth"),
+    # A seed the client chose would tell its answer the trial inputs (a table of outputs would pass).
+    "seed": (None, "a served judge draws its own seeds, which the answer cannot know"),
 }
 
 
 def check_bounds(config: VerifierConfig) -> None:
     """Refuse settings that a judge serving untrusted clients must not take: a request may tighten the judge, never
     loosen it (tolerances above the defaults, variants off, a roofline of its choosing) or hold its workers for long
-    (counts and budgets beyond :data:`SERVED_BOUNDS`). ``None`` ``runs`` and ``seed`` keep their meaning.
+    (counts and budgets beyond :data:`SERVED_BOUNDS`) or know its trial inputs (a ``seed``). ``None`` ``runs`` keeps
+    its meaning.
 
     Raises:
         ValueError: one line naming the first setting out of bounds and its bound.
@@ -174,7 +176,7 @@ def check_bounds(config: VerifierConfig) -> None:
     for name, (low, high) in SERVED_BOUNDS.items():
         owner, _, leaf = name.rpartition(".")
         value = getattr(getattr(config, owner) if owner else config, leaf)
-        if value is None and name in ("runs", "seed"):
+        if value is None and name == "runs":
             continue
         kinds = (int,) if name in _INTEGERS else (int, float)
         if isinstance(value, bool) or not isinstance(value, kinds):

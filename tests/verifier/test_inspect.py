@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HACKS = sorted((ROOT / "tests" / "hacks").glob("*/*.py"))
 # Patterns 1-23 are the known reward hacks (docs/hacks.md); 24-33 the classes of issue 14 and 15 (forging from
 # inside the candidate, watched vs timed calls, two readings of one program, process state, assumed weights).
-LAST_PATTERN = 41
+LAST_PATTERN = 42
 LEGIT = sorted((ROOT / "tests" / "legit").glob("*/*.py"))
 SOLUTIONS = sorted((ROOT / "kernelgym" / "tasks" / "suites").glob("*/solutions/**/*.py"))
 
@@ -306,6 +306,7 @@ CASES: list[tuple[str, str, str]] = [
     ("torch-compiler", "torch.jit.script", program(prelude="@torch.jit.script\ndef f(t):\n    return t\n")),
     ("torch-compiler", "CUDA graph", program(init="self.g = torch.cuda.CUDAGraph()")),
     ("private-torch-api", "torch._C", program(prelude="torch._C._set_grad_enabled(False)\n")),
+    ("private-torch-compute", "torch._C._nn", program("return torch._C._nn.leaky_relu(x, 0.01)")),
     ("tensor-subclass", "Tensor subclass", program(prelude="class Lazy(torch.Tensor):\n    pass\n")),
     (
         "tensor-subclass",
