@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
+from kernelgym.errors import KernelGymError
 from kernelgym.verifier.reward import RewardSpec
 
 __all__ = ["SERVED_BOUNDS", "StageTimeouts", "VerifierConfig", "WEIGHTS", "check_bounds", "config_from_dict"]
@@ -207,6 +208,6 @@ def config_from_dict(overrides: Mapping[str, Any], base: VerifierConfig | None =
             current = getattr(base, name)
             values[name] = replace(current, **value) if is_dataclass(current) and isinstance(value, Mapping) else value
             replace(base, **{name: values[name]})
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, KernelGymError) as exc:
             raise ValueError(f"bad config setting {name}: {exc}") from None
     return replace(base, **values)  # each setting is checked on its own (no check of the config spans two)
