@@ -428,12 +428,11 @@ def with_build(built: EvalResult | None, judged: EvalResult) -> EvalResult:
     """The judge's result, with the build-ahead step's cost and cache use (the judge's own build was a lookup)."""
     if built is None or built.status is not Status.OK:
         return judged
-    seconds = replace(judged.seconds, build=round(built.seconds.build + judged.seconds.build, 6))
-    return judged.with_changes(seconds=seconds, cache_hit=built.cache_hit and judged.cache_hit)
+    return _with_build_seconds(judged, built.seconds.build).with_changes(cache_hit=built.cache_hit and judged.cache_hit)
 
 
 def _with_build_seconds(result: EvalResult, seconds: float) -> EvalResult:
-    """``result`` with the build seconds of earlier rounds of the same answer added."""
+    """``result`` with ``seconds`` more of build time (a build-ahead step's, earlier rounds' of the same answer)."""
     if not seconds:
         return result
     return result.with_changes(seconds=replace(result.seconds, build=round(result.seconds.build + seconds, 6)))
