@@ -160,7 +160,7 @@ class SymbolTable:
     """The function symbols of one ELF file, by address, and the loadable segments that place its file offsets.
 
     Read once per file (a 400 MB ``libtorch_cpu.so`` holds some 300,000 functions: about a second), and only
-    for files where samples landed; names are read from the file when asked for.
+    for files where samples landed; names are read from the file when first asked for, then remembered.
     """
 
     def __init__(self, path: str) -> None:
@@ -190,12 +190,14 @@ class SymbolTable:
         self.starts = array("Q", (f[0] for f in functions))
         self.ends = array("Q", (f[0] + f[1] for f in functions))
         self.names = array("I", (f[2] for f in functions))
+        self.named: dict[int, str] = {}
 
     @classmethod
-    @functools.lru_cache(maxsize=16)
     def of(cls, path: str) -> SymbolTable:
-        """The table of ``path``, read once per worker (the judge's installed libraries do not change under it)."""
-        return cls(path)
+        """The table of the file at ``path`` now, read once per worker while that file stays the same one
+        (same inode, modification time and size: a store entry published again under its path is read again)."""
+        status = os.stat(path)
+        return _table(path, status.st_ino, status.st_mtime_ns, status.st_size)
 
     def name_at(self, offset: int) -> str | None:
         """The mangled name of the function whose code is at file ``offset``; ``None`` when no symbol covers it."""
@@ -205,10 +207,18 @@ class SymbolTable:
         index = bisect.bisect_right(self.starts, vaddr) - 1
         if index < 0 or vaddr >= self.ends[index]:
             return None
-        with open(self.path, "rb") as handle:
-            handle.seek(self.names_at + self.names[index])
-            raw = handle.read(4096)
-        return raw.split(b"\0", 1)[0].decode(errors="replace")
+        if index not in self.named:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.names_at + self.names[index])
+                raw = handle.read(4096)
+            self.named[index] = raw.split(b"\0", 1)[0].decode(errors="replace")
+        return self.named[index]
+
+
+@functools.lru_cache(maxsize=32)
+def _table(path: str, _inode: int, _modified_ns: int, _size: int) -> SymbolTable:
+    """:meth:`SymbolTable.of`'s tables, by the identity of the file read (the arguments after ``path`` key the cache)."""
+    return SymbolTable(path)
 
 
 class ThreadSampler:
@@ -216,7 +226,8 @@ class ThreadSampler:
 
     Args:
         pid: the process (its threads are sampled as the kernel lists them, new ones included).
-        interval: seconds between two rounds of samples (each round samples every running thread once).
+        interval: seconds between two rounds of samples (each round samples every running thread once, in
+            about 0.05 ms a thread); the sampling thread sleeps while no window is open.
 
     Example:
         >>> import subprocess, sys
@@ -228,14 +239,16 @@ class ThreadSampler:
         True
     """
 
-    def __init__(self, pid: int, interval: float = 1e-4) -> None:
+    def __init__(self, pid: int, interval: float = 1e-5) -> None:
         self.pid = pid
         self.interval = interval
         self.refused: str | None = None  # why the kernel refused to let this process trace it, if it did
         self.label: str | None = None
         self.maps: list[CodeMap] = []  # the process's code as sampling began and as it ended
         self.pointers: dict[str, list[int]] = {}
+        self.placed: dict[int, CodeSample] = {}  # instruction pointers placed in a mapping so far
         self.stopped = threading.Event()
+        self.opened = threading.Event()  # set while a window is open (or sampling ends)
         self.thread = threading.Thread(target=self._run, name=f"sampler-{pid}", daemon=True)
 
     def __enter__(self) -> ThreadSampler:
@@ -245,6 +258,7 @@ class ThreadSampler:
 
     def __exit__(self, *_exc: object) -> None:
         self.stopped.set()
+        self.opened.set()
         self.thread.join()
         # Read again as sampling ends: code mapped meanwhile is placed too (code unmapped meanwhile, by the first).
         self.maps.append(_code_map(self.pid))
@@ -254,22 +268,25 @@ class ThreadSampler:
         """Sample while the block runs; its samples are kept under ``label`` (a window of that label again adds to them)."""
         self.pointers.setdefault(label, [])
         self.label = label
+        self.opened.set()
         try:
             yield
         finally:
+            self.opened.clear()
             self.label = None
 
     def _run(self) -> None:
         # ptrace binds a tracee to the thread that attached it: every request is made from this one thread.
-        while not self.stopped.is_set():
+        while self.opened.wait() and not self.stopped.is_set():
             label = self.label
-            if label is not None:
-                try:
-                    pointers = [instruction_pointer(tid) for tid in _running_threads(self.pid)]
-                except SamplingRefused as exc:
-                    self.refused = str(exc)
-                    return
-                self.pointers[label].extend(p for p in pointers if p is not None)
+            if label is None:
+                continue
+            try:
+                pointers = [instruction_pointer(tid) for tid in _running_threads(self.pid)]
+            except SamplingRefused as exc:
+                self.refused = str(exc)
+                return
+            self.pointers[label].extend(p for p in pointers if p is not None)
             time.sleep(self.interval)
 
     def count(self, label: str) -> int:
@@ -277,16 +294,25 @@ class ThreadSampler:
         return len(self.pointers.get(label, []))
 
     def samples(self, label: str) -> list[CodeSample]:
-        """The samples taken under ``label``: the file mapped at each (``[anonymous]`` for memory mapped from none)
-        and the function there, if its file names one; call once sampling is over (the process may have ended)."""
-        pointers = self.pointers.get(label, [])
-        counted = Counter(next((place for code in self.maps if (place := code.locate(pointer))), None) for pointer in pointers)
+        """The samples taken under ``label`` so far: the file mapped at each (``[anonymous]`` for memory mapped from
+        none) and the function there, if its file names one.
+
+        Code mapped after sampling began is placed once sampling is over (``[unmapped]`` until then); a pointer
+        is placed and named once, however often it was sampled and asked for.
+        """
         samples = []
-        for place, count in counted.items():
-            path, offset = place if place is not None else ("[unmapped]", 0)
-            symbol = _symbol(path, offset) if place is not None else None
-            samples += [CodeSample(path, symbol)] * count
+        for pointer, count in Counter(list(self.pointers.get(label, []))).items():
+            samples += [self._place(pointer)] * count
         return samples
+
+    def _place(self, pointer: int) -> CodeSample:
+        sample = self.placed.get(pointer)
+        if sample is None:
+            place = next((place for code in self.maps if (place := code.locate(pointer))), None)
+            if place is None:
+                return CodeSample("[unmapped]")
+            sample = self.placed[pointer] = CodeSample(place[0], _symbol(*place))
+        return sample
 
 
 def _code_map(pid: int) -> CodeMap:

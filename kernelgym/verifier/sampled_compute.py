@@ -5,8 +5,10 @@ Holds:
     CodeSampler: what the judge needs of a sampler of the candidate's threads (the executor's ``ThreadSampler``).
     COMPUTE_LIBRARIES / TORCH_LIBRARIES: where ATen's operators compute (with the kernels named in torch's own).
     SHARE_LIMIT / MIN_COMPUTE_SAMPLES / MIN_FORWARD_SAMPLES: what a verdict rests on.
-    ComputeShare / compute_share: how much of the candidate's forward ran in them, from samples of calls and probes.
-    sample_forward: sample untimed calls and probes of a candidate (after its checked calls) into a ComputeShare.
+    ComputeShare / compute_share: how much of the candidate's forward ran in them, and in the answer's own builds,
+        from samples of calls and probes.
+    poisson_bound / settled: when the samples taken so far settle the verdict either way.
+    sample_forward: sample untimed calls and probes of a candidate (after its timed calls) into a ComputeShare.
 
 The native observer sees operators that go through the dispatcher; linking rules see the symbols an extension
 imports. An answer can do without both: take the address of an ATen kernel (``at::cpu::mm``) from the library
@@ -24,20 +26,25 @@ import os
 import random
 import re
 from collections import Counter
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
+from statistics import NormalDist
 from time import perf_counter
 from typing import TYPE_CHECKING, Protocol
 
 import torch
 
+from kernelgym.backends.store import ExtensionStore
 from kernelgym.verifier.trial_inputs import Refresher, draw_inputs
 
 if TYPE_CHECKING:
     from kernelgym.verifier.harness import Harness
 
 __all__ = ["COMPUTE_LIBRARIES", "CodeSample", "CodeSampler", "ComputeShare", "MIN_COMPUTE_SAMPLES", "MIN_FORWARD_SAMPLES",
-           "SHARE_LIMIT", "TORCH_LIBRARIES", "compute_share", "sample_forward"]
+           "MIN_KERNEL_SAMPLES", "SHARE_LIMIT", "TORCH_LIBRARIES", "UNMAPPED", "compute_share", "poisson_bound", "sample_forward",
+           "settled"]
 
 COMPUTE_LIBRARIES = ("libmkl", "libopenblas", "libblas", "liblapack", "libdnnl", "libmkldnn", "libsleef", "libcublas",
                      "libcudnn", "libcufft")
@@ -71,12 +78,23 @@ MIN_COMPUTE_SAMPLES = 10
 MIN_FORWARD_SAMPLES = 40
 """Fewest samples of the forward itself (calls' samples beyond the probes') a verdict rests on."""
 
+MIN_KERNEL_SAMPLES = 10
+"""Fewest samples of the forward in kernels (the answer's own builds' and ATen's compute, beyond the probes') that
+:attr:`ComputeShare.own` rests on."""
+
 SAMPLING_SECONDS = 1.0
 """At most about how long the sampled calls and probes take in all (at least :data:`MIN_CALLS` of each); they stop
-sooner once the calls hold :data:`ENOUGH_SAMPLES` more samples than the probes."""
+sooner once the samples settle the verdict (:func:`settled`) or the calls hold :data:`ENOUGH_SAMPLES` more samples
+than the probes."""
 
 ENOUGH_SAMPLES = 160
 """Samples of the calls beyond the probes' after which sampling stops (four times :data:`MIN_FORWARD_SAMPLES`)."""
+
+DOUBT = 1e-3
+"""How unlikely, at most, the samples taken so far are under the verdict that :func:`settled` rules out."""
+
+UNMAPPED = "[unmapped]"
+"""The path of a sample in no code mapped as sampling began (placed once it is over, by the mappings read then)."""
 
 MIN_CALLS = 3
 """Fewest calls (and probes) sampled, whatever they cost."""
@@ -148,7 +166,7 @@ class CodeSampler(Protocol):
         ...
 
     def samples(self, label: str) -> list[CodeSample]:
-        """What was sampled under ``label``, once sampling is over."""
+        """What was sampled under ``label`` so far (code mapped since sampling began: :data:`UNMAPPED` until it is over)."""
         ...
 
 
@@ -163,6 +181,8 @@ class ComputeShare:
         torch_samples: of them, those in ATen's compute (:attr:`CodeSample.computes`), beyond the probes'.
         functions: the functions of those libraries sampled most often in the calls, most first.
         refused: why the candidate's process could not be sampled (``None``: it was).
+        own_samples: of the forward's samples, those in the answer's own builds (the extensions the judge built
+            for it and verified in its process), beyond the probes'.
     """
 
     calls: int
@@ -171,11 +191,32 @@ class ComputeShare:
     torch_samples: float
     functions: tuple[str, ...] = ()
     refused: str | None = None
+    own_samples: float = 0.0
 
     @property
     def share(self) -> float:
         """The share of the forward's samples in torch's compute libraries (0 without samples)."""
         return self.torch_samples / self.forward_samples if self.forward_samples > 0 else 0.0
+
+    @property
+    def own(self) -> float | None:
+        """The share of the forward's time in kernels that ran in the answer's own builds, against PyTorch's.
+
+        ``own_samples / (own_samples + torch_samples)``: the forward's samples (the calls' beyond the probes')
+        in the answer's own extensions, over those in its own extensions and in ATen's compute together. What
+        is neither (Python, pybind11, the dispatcher, allocation and copies, libgomp's waits, libc) counts on
+        no side. 1.0: every kernel the forward ran was the answer's; near 0: it left its work to PyTorch.
+        ``None`` when fewer than :data:`MIN_KERNEL_SAMPLES` of the forward's samples lie in kernels (a forward
+        of a few microseconds, or too few calls sampled) or the process could not be sampled.
+
+        Example:
+            >>> ComputeShare(10, 10, 100.0, 30.0, own_samples=10.0).own
+            0.25
+            >>> ComputeShare(10, 10, 100.0, 2.0, own_samples=5.0).own is None
+            True
+        """
+        kernels = self.own_samples + self.torch_samples
+        return self.own_samples / kernels if kernels >= MIN_KERNEL_SAMPLES and not self.refused else None
 
     @property
     def computed_in_aten(self) -> bool:
@@ -191,35 +232,96 @@ class ComputeShare:
                 "the harness alone runs there")
 
 
-def compute_share(calls: list[CodeSample], probes: list[CodeSample], call_count: int, probe_count: int) -> ComputeShare:
-    """Weigh the samples of ``call_count`` calls against those of ``probe_count`` probes (the harness alone).
+def compute_share(calls: list[CodeSample], probes: list[CodeSample], call_count: int, probe_count: int,
+                  own: frozenset[str] = frozenset()) -> ComputeShare:
+    """Weigh the samples of ``call_count`` calls against those of ``probe_count`` probes (the harness alone);
+    ``own``: the paths of the answer's own builds.
 
     Example:
         >>> kernel, copy = CodeSample("/cache/builds/ab/x.so"), CodeSample("/torch/lib/libtorch_cpu.so", "copy_")
         >>> compute_share([kernel] * 60 + [copy] * 40, [copy] * 40, 10, 10).share
         0.0
         >>> gemm = CodeSample("/torch/lib/libtorch_cpu.so", "mkl_sgemm")
-        >>> compute_share([gemm] * 90 + [copy] * 40 + [kernel] * 5, [copy] * 40, 10, 10).computed_in_aten
-        True
+        >>> share = compute_share([gemm] * 90 + [copy] * 40 + [kernel] * 30, [copy] * 40, 10, 10, frozenset({kernel.path}))
+        >>> share.computed_in_aten, share.own
+        (True, 0.25)
     """
     if not call_count or not probe_count:
         return ComputeShare(call_count, probe_count, 0.0, 0.0)
-    computing = [s for s in calls if s.computes]
-    forward = len(calls) - len(probes) * call_count / probe_count
-    torch_part = len(computing) - sum(s.computes for s in probes) * call_count / probe_count
-    functions = Counter(s.symbol or os.path.basename(s.path) for s in computing)
+    ratio = call_count / probe_count
+    computing = Counter({s: n for s, n in Counter(calls).items() if s.computes})
+    forward = len(calls) - len(probes) * ratio
+    torch_part = computing.total() - _counted(probes, lambda s: s.computes) * ratio
+    own_part = _counted(calls, lambda s: s.path in own) - _counted(probes, lambda s: s.path in own) * ratio
+    functions = Counter()
+    for s, n in computing.items():
+        functions[s.symbol or os.path.basename(s.path)] += n
     return ComputeShare(call_count, probe_count, max(forward, 0.0), max(torch_part, 0.0),
-                        tuple(name for name, _ in functions.most_common(3)))
+                        tuple(name for name, _ in functions.most_common(3)), own_samples=max(own_part, 0.0))
 
 
-def sample_forward(h: Harness) -> ComputeShare:
+def _counted(samples: list[CodeSample], test: Callable[[CodeSample], bool]) -> int:
+    """How many of ``samples`` pass ``test`` (asked once per distinct sample: a forward's samples repeat a few places)."""
+    return sum(n for sample, n in Counter(samples).items() if test(sample))
+
+
+def poisson_bound(count: int, upper: bool, doubt: float = DOUBT) -> float:
+    """A one-sided confidence bound on the mean of a Poisson count seen at ``count``: the mean above (``upper``) or
+    below which ``count`` would be seen with probability under ``doubt`` (Wilson and Hilferty's approximation,
+    within a few percent of the exact bound and on its far side).
+
+    Example:
+        >>> round(poisson_bound(0, True), 1), poisson_bound(0, False), round(poisson_bound(30, False), 1)
+        (7.1, 0.0, 15.8)
+    """
+    z = NormalDist().inv_cdf(1 - doubt)
+    if upper:
+        n = count + 1
+        return n * (1 - 1 / (9 * n) + z / (3 * n**0.5)) ** 3
+    if count == 0:
+        return 0.0
+    return count * max(1 - 1 / (9 * count) - z / (3 * count**0.5), 0.0) ** 3
+
+
+def settled(calls: list[CodeSample], probes: list[CodeSample]) -> bool:
+    """Whether samples of as many calls as probes settle the verdict already, either way, at :data:`DOUBT`.
+
+    Not ATen's: the forward holds :data:`MIN_FORWARD_SAMPLES`, and so few of the calls' samples may be ATen's
+    compute (counting those in code mapped since sampling began) that, even at the upper bound of their rate,
+    they would be under :data:`SHARE_LIMIT` of it. ATen's: at the lower bound of their rate, beyond the probes',
+    they are :data:`MIN_COMPUTE_SAMPLES` and :data:`SHARE_LIMIT` of it already. An honest forward, which computes
+    nowhere in ATen, settles at about 70 forward samples instead of :data:`ENOUGH_SAMPLES`.
+
+    Example:
+        >>> kernel, gemm = CodeSample("/cache/builds/ab/x.so"), CodeSample("/torch/lib/libtorch_cpu.so", "mkl_sgemm")
+        >>> settled([kernel] * 60, []), settled([kernel] * 80, []), settled([kernel] * 70 + [gemm] * 10, [])
+        (False, True, False)
+        >>> settled([kernel] * 30 + [gemm] * 30, [])
+        True
+    """
+    forward = len(calls) - len(probes)
+    if forward < MIN_FORWARD_SAMPLES:
+        return False
+    computing = _counted(calls, lambda sample: sample.computes or sample.path == UNMAPPED)
+    if poisson_bound(computing, upper=True) < SHARE_LIMIT * forward:
+        return True
+    baseline = _counted(probes, lambda sample: sample.computes)
+    return poisson_bound(computing, upper=False) - baseline >= max(MIN_COMPUTE_SAMPLES, SHARE_LIMIT * forward)
+
+
+def sample_forward(h: Harness, verdict: bool = True) -> ComputeShare:
     """Sample the candidate's threads during untimed calls and probes, alternated, on fresh inputs at the task's shapes.
 
-    The calls are made as timed ones are (eval mode, no grad, the native observer only), about
-    :data:`SAMPLING_SECONDS` of them; their outputs are not compared (the checked and timed calls were).
+    The calls are made as timed ones are (eval mode, no grad, the native observer only), until the samples settle
+    the verdict (:func:`settled`), the calls hold :data:`ENOUGH_SAMPLES` more samples than the probes, or about
+    :data:`SAMPLING_SECONDS` went by; their outputs are not compared (the checked and timed calls were).
     The judge samples after the timing stage: no timed call is sampled, and none follows the sampled
     ones in the candidate's process (hundreds of extra calls there, before the timed ones, moved the
     speedups of small host tasks by a few percent).
+
+    ``verdict=False``: no verdict rests on the samples (a preset that waives ``aten-compute-sampled``), they are
+    taken for :attr:`ComputeShare.own` alone: sampling stops instead once the forward's kernels hold four times
+    :data:`MIN_KERNEL_SAMPLES`.
     """
     config = h.config
     reference = h.models({}).eval()  # the models at the task's own shapes (the checks end at a variant's)
@@ -230,16 +332,35 @@ def sample_forward(h: Harness) -> ComputeShare:
         h.bind(inputs, h.reference_call(reference, inputs, False, False))
     per_call = h.reference_seconds[-1]
     h.set_budget(h.stage_budget + config.timeouts.scaled(config.timeouts.check, per_call, 4 * MIN_CALLS))
+    store, verified = ExtensionStore(h.build_root), {}
+
+    def own_builds(samples: list[CodeSample]) -> frozenset[str]:
+        for path in {s.path for s in samples} - verified.keys():
+            verified[path] = path.startswith("/") and store.verified(Path(path)) is not None
+        return frozenset(path for path, built in verified.items() if built)
+
+    def share() -> ComputeShare:
+        calls_seen = sampler.samples("call")
+        return compute_share(calls_seen, sampler.samples("probe"), calls, calls, own_builds(calls_seen))
+
+    def done() -> bool:
+        if verdict:
+            return settled(sampler.samples("call"), sampler.samples("probe"))
+        so_far = share()
+        return so_far.own_samples + so_far.torch_samples >= 4 * MIN_KERNEL_SAMPLES
+
     calls, start = 0, perf_counter()
     with h.candidate.sampler() as sampler:
-        while calls < MAX_CALLS and (calls < MIN_CALLS or perf_counter() - start < SAMPLING_SECONDS) and not sampler.refused \
-                and sampler.count("call") - sampler.count("probe") < ENOUGH_SAMPLES:
+        while calls < MAX_CALLS and (calls < MIN_CALLS or perf_counter() - start < SAMPLING_SECONDS) and not sampler.refused:
             refresher.refresh(inputs)
             with sampler.window("probe"):
                 h.measured("probe", False, False)
             with sampler.window("call"):
                 h.call(inputs, False, False, python_guard=False)
             calls += 1
+            forward = sampler.count("call") - sampler.count("probe")
+            if forward >= ENOUGH_SAMPLES or (calls >= MIN_CALLS and forward >= MIN_FORWARD_SAMPLES and done()):
+                break
     if sampler.refused:
         return ComputeShare(calls, calls, 0.0, 0.0, refused=sampler.refused)
-    return compute_share(sampler.samples("call"), sampler.samples("probe"), calls, calls)
+    return share()
