@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kernelgym.verifier.sampled_compute import CodeSample
+from kernelgym.verifier.sampled_compute import UNMAPPED, CodeSample
 
 __all__ = ["CodeMap", "SamplingRefused", "SymbolTable", "ThreadSampler", "instruction_pointer"]
 
@@ -247,6 +247,9 @@ class ThreadSampler:
         self.maps: list[CodeMap] = []  # the process's code as sampling began and as it ended
         self.pointers: dict[str, list[int]] = {}
         self.placed: dict[int, CodeSample] = {}  # instruction pointers placed in a mapping so far
+        self.tallies: dict[str, Counter[CodeSample]] = {}  # of each label, the pointers placed so far...
+        self.unplaced: dict[str, list[int]] = {}  # ...and those placed in no mapping yet
+        self.tallied: dict[str, int] = {}  # how many of the label's pointers these two hold
         self.stopped = threading.Event()
         self.opened = threading.Event()  # set while a window is open (or sampling ends)
         self.thread = threading.Thread(target=self._run, name=f"sampler-{pid}", daemon=True)
@@ -294,23 +297,38 @@ class ThreadSampler:
         return len(self.pointers.get(label, []))
 
     def samples(self, label: str) -> list[CodeSample]:
-        """The samples taken under ``label`` so far: the file mapped at each (``[anonymous]`` for memory mapped from
-        none) and the function there, if its file names one.
+        """The samples taken under ``label`` so far, one per sample (see :meth:`tally`)."""
+        return list(self.tally(label).elements())
+
+    def tally(self, label: str) -> Counter[CodeSample]:
+        """The places sampled under ``label`` so far, and how often: the file mapped at each (``[anonymous]`` for memory
+        mapped from none) and the function there, if its file names one.
 
         Code mapped after sampling began is placed once sampling is over (``[unmapped]`` until then); a pointer
         is placed and named once, however often it was sampled and asked for.
         """
-        samples = []
-        for pointer, count in Counter(list(self.pointers.get(label, []))).items():
-            samples += [self._place(pointer)] * count
-        return samples
+        pointers = self.pointers.get(label, [])
+        end = len(pointers)
+        tally = self.tallies.setdefault(label, Counter())
+        unplaced, self.unplaced[label] = self.unplaced.get(label, []), []
+        for pointer in unplaced + pointers[self.tallied.get(label, 0):end]:
+            sample = self._place(pointer)
+            if sample is None:
+                self.unplaced[label].append(pointer)
+            else:
+                tally[sample] += 1
+        self.tallied[label] = end
+        tallied = Counter(tally)
+        if self.unplaced[label]:
+            tallied[CodeSample(UNMAPPED)] = len(self.unplaced[label])
+        return tallied
 
-    def _place(self, pointer: int) -> CodeSample:
+    def _place(self, pointer: int) -> CodeSample | None:
         sample = self.placed.get(pointer)
         if sample is None:
             place = next((place for code in self.maps if (place := code.locate(pointer))), None)
             if place is None:
-                return CodeSample("[unmapped]")
+                return None
             sample = self.placed[pointer] = CodeSample(place[0], _symbol(*place))
         return sample
 

@@ -22,11 +22,13 @@ it in ``libtorch_cpu.so``.
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 import random
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,7 +118,7 @@ class CodeSample:
     path: str
     symbol: str | None = None
 
-    @property
+    @functools.cached_property
     def computes(self) -> bool:
         """Whether it ran in ATen's compute: a compute library, a kernel of torch's, or code generated at run time.
 
@@ -165,8 +167,9 @@ class CodeSampler(Protocol):
         """How many samples were taken under ``label`` so far."""
         ...
 
-    def samples(self, label: str) -> list[CodeSample]:
-        """What was sampled under ``label`` so far (code mapped since sampling began: :data:`UNMAPPED` until it is over)."""
+    def tally(self, label: str) -> Counter[CodeSample]:
+        """The places sampled under ``label`` so far, and how often (code mapped since sampling began: :data:`UNMAPPED`
+        until it is over)."""
         ...
 
 
@@ -177,7 +180,8 @@ class ComputeShare:
     Attributes:
         calls: the calls sampled.
         probes: the probes sampled.
-        forward_samples: samples per call beyond those of a probe, times the calls (the forward's own).
+        forward_samples: samples per call beyond those of a probe, times the calls (the forward's own), and at
+            least those in kernels (:attr:`torch_samples` and :attr:`own_samples`: probes run none).
         torch_samples: of them, those in ATen's compute (:attr:`CodeSample.computes`), beyond the probes'.
         functions: the functions of those libraries sampled most often in the calls, most first.
         refused: why the candidate's process could not be sampled (``None``: it was).
@@ -232,10 +236,10 @@ class ComputeShare:
                 "the harness alone runs there")
 
 
-def compute_share(calls: list[CodeSample], probes: list[CodeSample], call_count: int, probe_count: int,
+def compute_share(calls: Iterable[CodeSample], probes: Iterable[CodeSample], call_count: int, probe_count: int,
                   own: frozenset[str] = frozenset()) -> ComputeShare:
     """Weigh the samples of ``call_count`` calls against those of ``probe_count`` probes (the harness alone);
-    ``own``: the paths of the answer's own builds.
+    ``own``: the paths of the answer's own builds. Samples come one by one or tallied (a ``Counter``).
 
     Example:
         >>> kernel, copy = CodeSample("/cache/builds/ab/x.so"), CodeSample("/torch/lib/libtorch_cpu.so", "copy_")
@@ -248,21 +252,27 @@ def compute_share(calls: list[CodeSample], probes: list[CodeSample], call_count:
     """
     if not call_count or not probe_count:
         return ComputeShare(call_count, probe_count, 0.0, 0.0)
+    calls, probes = _tally(calls), _tally(probes)
     ratio = call_count / probe_count
-    computing = Counter({s: n for s, n in Counter(calls).items() if s.computes})
-    forward = len(calls) - len(probes) * ratio
-    torch_part = computing.total() - _counted(probes, lambda s: s.computes) * ratio
-    own_part = _counted(calls, lambda s: s.path in own) - _counted(probes, lambda s: s.path in own) * ratio
-    functions = Counter()
+    computing = Counter({s: n for s, n in calls.items() if s.computes})
+    torch_part = max(computing.total() - _counted(probes, lambda s: s.computes) * ratio, 0.0)
+    own_part = max(_counted(calls, lambda s: s.path in own) - _counted(probes, lambda s: s.path in own) * ratio, 0.0)
+    # Kernels run in the forward alone: its samples there are its own, however much the harness's varied meanwhile.
+    forward = max(calls.total() - probes.total() * ratio, torch_part + own_part)
+    functions: Counter[str] = Counter()
     for s, n in computing.items():
         functions[s.symbol or os.path.basename(s.path)] += n
-    return ComputeShare(call_count, probe_count, max(forward, 0.0), max(torch_part, 0.0),
-                        tuple(name for name, _ in functions.most_common(3)), own_samples=max(own_part, 0.0))
+    return ComputeShare(call_count, probe_count, forward, torch_part, tuple(name for name, _ in functions.most_common(3)),
+                        own_samples=own_part)
 
 
-def _counted(samples: list[CodeSample], test: Callable[[CodeSample], bool]) -> int:
-    """How many of ``samples`` pass ``test`` (asked once per distinct sample: a forward's samples repeat a few places)."""
-    return sum(n for sample, n in Counter(samples).items() if test(sample))
+def _tally(samples: Iterable[CodeSample]) -> Counter[CodeSample]:
+    return samples if isinstance(samples, Counter) else Counter(samples)
+
+
+def _counted(tally: Counter[CodeSample], test: Callable[[CodeSample], bool]) -> int:
+    """How many samples of ``tally`` pass ``test`` (asked once per place: a forward's samples repeat a few places)."""
+    return sum(n for sample, n in tally.items() if test(sample))
 
 
 def poisson_bound(count: int, upper: bool, doubt: float = DOUBT) -> float:
@@ -274,7 +284,7 @@ def poisson_bound(count: int, upper: bool, doubt: float = DOUBT) -> float:
         >>> round(poisson_bound(0, True), 1), poisson_bound(0, False), round(poisson_bound(30, False), 1)
         (7.1, 0.0, 15.8)
     """
-    z = NormalDist().inv_cdf(1 - doubt)
+    z = _Z(doubt)
     if upper:
         n = count + 1
         return n * (1 - 1 / (9 * n) + z / (3 * n**0.5)) ** 3
@@ -283,27 +293,42 @@ def poisson_bound(count: int, upper: bool, doubt: float = DOUBT) -> float:
     return count * max(1 - 1 / (9 * count) - z / (3 * count**0.5), 0.0) ** 3
 
 
-def settled(calls: list[CodeSample], probes: list[CodeSample]) -> bool:
+def _Z(doubt: float) -> float:
+    return NormalDist().inv_cdf(1 - doubt)
+
+
+def settled(calls: Iterable[CodeSample], probes: Iterable[CodeSample], own: frozenset[str] = frozenset(),
+            remaining: float = math.inf) -> bool:
     """Whether samples of as many calls as probes settle the verdict already, either way, at :data:`DOUBT`.
 
-    Not ATen's: the forward holds :data:`MIN_FORWARD_SAMPLES`, and so few of the calls' samples may be ATen's
-    compute (counting those in code mapped since sampling began) that, even at the upper bound of their rate,
-    they would be under :data:`SHARE_LIMIT` of it. ATen's: at the lower bound of their rate, beyond the probes',
-    they are :data:`MIN_COMPUTE_SAMPLES` and :data:`SHARE_LIMIT` of it already. An honest forward, which computes
-    nowhere in ATen, settles at about 70 forward samples instead of :data:`ENOUGH_SAMPLES`.
+    ``own``: the paths of the answer's own builds (:func:`compute_share`); ``remaining``: how many more calls the
+    sampling may still make, per call made so far (unbounded unless told).
+
+    Not ATen's: so few of the calls' samples may be ATen's compute (counting those in code mapped since sampling
+    began) that, at the upper bound of their rate, they would stay under :data:`SHARE_LIMIT` of a forward that
+    holds :data:`MIN_FORWARD_SAMPLES` already, or under :data:`MIN_COMPUTE_SAMPLES` once the remaining calls are
+    made. ATen's: at the lower bound of their rate, beyond the probes', they are :data:`MIN_COMPUTE_SAMPLES` and
+    :data:`SHARE_LIMIT` of the forward already. An honest forward, which computes nowhere in ATen, settles at
+    about 70 forward samples instead of :data:`ENOUGH_SAMPLES`, or once the calls made are 2/3 of those the
+    sampling's time allows.
 
     Example:
         >>> kernel, gemm = CodeSample("/cache/builds/ab/x.so"), CodeSample("/torch/lib/libtorch_cpu.so", "mkl_sgemm")
         >>> settled([kernel] * 60, []), settled([kernel] * 80, []), settled([kernel] * 70 + [gemm] * 10, [])
         (False, True, False)
-        >>> settled([kernel] * 30 + [gemm] * 30, [])
-        True
+        >>> settled([kernel] * 30 + [gemm] * 30, []), settled([kernel] * 5, [], remaining=0.5)
+        (True, True)
     """
-    forward = len(calls) - len(probes)
+    calls, probes = _tally(calls), _tally(probes)
+    computing = _counted(calls, lambda sample: sample.computes or sample.path == UNMAPPED)
+    upper = poisson_bound(computing, upper=True)
+    still = upper * remaining  # at most, for the calls still to make
+    if computing + still + _Z(DOUBT) * still**0.5 < MIN_COMPUTE_SAMPLES:
+        return True
+    forward = compute_share(calls, probes, 1, 1, own).forward_samples
     if forward < MIN_FORWARD_SAMPLES:
         return False
-    computing = _counted(calls, lambda sample: sample.computes or sample.path == UNMAPPED)
-    if poisson_bound(computing, upper=True) < SHARE_LIMIT * forward:
+    if upper < SHARE_LIMIT * forward:
         return True
     baseline = _counted(probes, lambda sample: sample.computes)
     return poisson_bound(computing, upper=False) - baseline >= max(MIN_COMPUTE_SAMPLES, SHARE_LIMIT * forward)
@@ -312,9 +337,10 @@ def settled(calls: list[CodeSample], probes: list[CodeSample]) -> bool:
 def sample_forward(h: Harness, verdict: bool = True) -> ComputeShare:
     """Sample the candidate's threads during untimed calls and probes, alternated, on fresh inputs at the task's shapes.
 
-    The calls are made as timed ones are (eval mode, no grad, the native observer only), until the samples settle
-    the verdict (:func:`settled`), the calls hold :data:`ENOUGH_SAMPLES` more samples than the probes, or about
-    :data:`SAMPLING_SECONDS` went by; their outputs are not compared (the checked and timed calls were).
+    The calls are made as timed ones are (eval mode, no grad, the native observer only), in random order with the
+    probes, until the samples settle the verdict (:func:`settled`), the calls hold :data:`ENOUGH_SAMPLES` more
+    samples than the probes, or the calls and probes took about :data:`SAMPLING_SECONDS`; their outputs are not
+    compared (the checked and timed calls were).
     The judge samples after the timing stage: no timed call is sampled, and none follows the sampled
     ones in the candidate's process (hundreds of extra calls there, before the timed ones, moved the
     speedups of small host tasks by a few percent).
@@ -328,38 +354,47 @@ def sample_forward(h: Harness, verdict: bool = True) -> ComputeShare:
     assert h.reference is not None
     inputs = draw_inputs(h.reference, h.rng.randrange(2**31), h.device)
     refresher = Refresher(h.reference, inputs, h.device, random.Random(h.rng.randrange(2**63)))
+    order = random.Random(h.rng.randrange(2**63))
     with torch.no_grad():
         h.bind(inputs, h.reference_call(reference, inputs, False, False))
     per_call = h.reference_seconds[-1]
     h.set_budget(h.stage_budget + config.timeouts.scaled(config.timeouts.check, per_call, 4 * MIN_CALLS))
     store, verified = ExtensionStore(h.build_root), {}
 
-    def own_builds(samples: list[CodeSample]) -> frozenset[str]:
-        for path in {s.path for s in samples} - verified.keys():
+    def own_builds(tally: Counter[CodeSample]) -> frozenset[str]:
+        for path in {sample.path for sample in tally} - verified.keys():
             verified[path] = path.startswith("/") and store.verified(Path(path)) is not None
         return frozenset(path for path, built in verified.items() if built)
 
     def share() -> ComputeShare:
-        calls_seen = sampler.samples("call")
-        return compute_share(calls_seen, sampler.samples("probe"), calls, calls, own_builds(calls_seen))
+        tally = sampler.tally("call")
+        return compute_share(tally, sampler.tally("probe"), calls, calls, own_builds(tally))
 
     def done() -> bool:
-        if verdict:
-            return settled(sampler.samples("call"), sampler.samples("probe"))
-        so_far = share()
-        return so_far.own_samples + so_far.torch_samples >= 4 * MIN_KERNEL_SAMPLES
+        if not verdict:
+            so_far = share()
+            return so_far.own_samples + so_far.torch_samples >= 4 * MIN_KERNEL_SAMPLES
+        remaining = min((MAX_CALLS - calls) / calls, (SAMPLING_SECONDS - spent) / spent)  # per call made
+        tally = sampler.tally("call")
+        return settled(tally, sampler.tally("probe"), own_builds(tally), max(remaining, 0.0))
 
-    calls, start = 0, perf_counter()
+    calls, spent = 0, 0.0  # the seconds of the calls and probes (naming what was sampled is not counted)
     with h.candidate.sampler() as sampler:
-        while calls < MAX_CALLS and (calls < MIN_CALLS or perf_counter() - start < SAMPLING_SECONDS) and not sampler.refused:
+        while calls < MAX_CALLS and (calls < MIN_CALLS or spent < SAMPLING_SECONDS) and not sampler.refused:
+            start = perf_counter()
             refresher.refresh(inputs)
-            with sampler.window("probe"):
-                h.measured("probe", False, False)
+            probe_first = order.random() < 0.5  # neither request always follows the other
+            if probe_first:
+                with sampler.window("probe"):
+                    h.measured("probe", False, False)
             with sampler.window("call"):
                 h.call(inputs, False, False, python_guard=False)
-            calls += 1
-            forward = sampler.count("call") - sampler.count("probe")
-            if forward >= ENOUGH_SAMPLES or (calls >= MIN_CALLS and forward >= MIN_FORWARD_SAMPLES and done()):
+            if not probe_first:
+                with sampler.window("probe"):
+                    h.measured("probe", False, False)
+            calls, spent = calls + 1, spent + perf_counter() - start
+            if sampler.count("call") - sampler.count("probe") >= ENOUGH_SAMPLES or (
+                    calls >= MIN_CALLS and done()):
                 break
     if sampler.refused:
         return ComputeShare(calls, calls, 0.0, 0.0, refused=sampler.refused)

@@ -16,8 +16,11 @@ from pathlib import Path
 import pytest
 
 from kernelgym.executor.sampling import CodeMap, SymbolTable, ThreadSampler
+from kernelgym.verifier.sampled_compute import compute_share
 
-SPIN_SOURCE = "void spin_here(volatile long *n) { for (;;) { *n += 1; } }\n"
+SPIN_SOURCE = """void spin_here(volatile long *n) { for (;;) { *n += 1; } }
+void spin_for(long steps) { volatile long n = 0; for (long i = 0; i < steps; ++i) { n += i; } }
+"""
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +66,21 @@ def spins_in_libc() -> Iterator[subprocess.Popen[bytes]]:
         print("spinning", flush=True)
         while True:
             ctypes.memset(buffer, 1, 1 << 24)
+    """)
+
+
+@pytest.fixture
+def alternates_with_torch(spin_library: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A process that spins in ``spin_for`` of :func:`spin_library` and multiplies matrices with torch (MKL), in turn."""
+    yield from _spinning(f"""
+        import ctypes, torch
+        torch.set_num_threads(1)
+        library = ctypes.CDLL({str(spin_library)!r})
+        a = torch.randn(256, 256)
+        print("spinning", flush=True)
+        while True:
+            library.spin_for(300_000)
+            torch.mm(a, a)
     """)
 
 
@@ -124,3 +142,12 @@ def test_the_code_map_places_an_address_in_its_file_and_the_symbol_table_names_i
     assert SymbolTable(place[0]).name_at(place[1]) == "spin_here"
     assert CodeMap.read(os.getpid()).locate(0) is None
 
+
+
+def test_the_own_share_weighs_the_time_in_the_answers_build_against_atens(spin_library: Path,
+                                                                          alternates_with_torch: subprocess.Popen[bytes]) -> None:
+    samples = _sampled(alternates_with_torch.pid, seconds=1.0).samples("spin")
+    share = compute_share(samples, [], 1, 1, frozenset({str(spin_library)}))
+    in_library = sum(s.path == str(spin_library) for s in samples)
+    assert share.own_samples == in_library and share.torch_samples >= 10, Counter(Path(s.path).name for s in samples)
+    assert share.own is not None and 0.1 < share.own < 0.9, (share, Counter((Path(s.path).name, s.symbol) for s in samples))
