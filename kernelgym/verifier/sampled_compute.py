@@ -337,10 +337,11 @@ def settled(calls: Iterable[CodeSample], probes: Iterable[CodeSample], own: froz
 def sample_forward(h: Harness, verdict: bool = True) -> ComputeShare:
     """Sample the candidate's threads during untimed calls and probes, alternated, on fresh inputs at the task's shapes.
 
-    The calls are made as timed ones are (eval mode, no grad, the native observer only), in random order with the
-    probes, until the samples settle the verdict (:func:`settled`), the calls hold :data:`ENOUGH_SAMPLES` more
-    samples than the probes, or the calls and probes took about :data:`SAMPLING_SECONDS`; their outputs are not
-    compared (the checked and timed calls were).
+    The calls are made as timed ones are (eval mode, no grad, the native observer only), each after a probe, until
+    the samples settle the verdict (:func:`settled`), the calls hold :data:`ENOUGH_SAMPLES` more samples than the
+    probes, or the calls and probes took about :data:`SAMPLING_SECONDS`; their outputs are not compared (the
+    checked and timed calls were). The probe comes first: what the forward's threads still run just after it
+    returned (an OpenMP team's spin before it sleeps) falls in the call's samples, not the probe's.
     The judge samples after the timing stage: no timed call is sampled, and none follows the sampled
     ones in the candidate's process (hundreds of extra calls there, before the timed ones, moved the
     speedups of small host tasks by a few percent).
@@ -354,7 +355,6 @@ def sample_forward(h: Harness, verdict: bool = True) -> ComputeShare:
     assert h.reference is not None
     inputs = draw_inputs(h.reference, h.rng.randrange(2**31), h.device)
     refresher = Refresher(h.reference, inputs, h.device, random.Random(h.rng.randrange(2**63)))
-    order = random.Random(h.rng.randrange(2**63))
     with torch.no_grad():
         h.bind(inputs, h.reference_call(reference, inputs, False, False))
     per_call = h.reference_seconds[-1]
@@ -383,15 +383,10 @@ def sample_forward(h: Harness, verdict: bool = True) -> ComputeShare:
         while calls < MAX_CALLS and (calls < MIN_CALLS or spent < SAMPLING_SECONDS) and not sampler.refused:
             start = perf_counter()
             refresher.refresh(inputs)
-            probe_first = order.random() < 0.5  # neither request always follows the other
-            if probe_first:
-                with sampler.window("probe"):
-                    h.measured("probe", False, False)
+            with sampler.window("probe"):
+                h.measured("probe", False, False)
             with sampler.window("call"):
                 h.call(inputs, False, False, python_guard=False)
-            if not probe_first:
-                with sampler.window("probe"):
-                    h.measured("probe", False, False)
             calls, spent = calls + 1, spent + perf_counter() - start
             if sampler.count("call") - sampler.count("probe") >= ENOUGH_SAMPLES or (
                     calls >= MIN_CALLS and done()):
