@@ -284,7 +284,7 @@ def poisson_bound(count: int, upper: bool, doubt: float = DOUBT) -> float:
         >>> round(poisson_bound(0, True), 1), poisson_bound(0, False), round(poisson_bound(30, False), 1)
         (7.1, 0.0, 15.8)
     """
-    z = _Z(doubt)
+    z = _z_score(doubt)
     if upper:
         n = count + 1
         return n * (1 - 1 / (9 * n) + z / (3 * n**0.5)) ** 3
@@ -293,7 +293,7 @@ def poisson_bound(count: int, upper: bool, doubt: float = DOUBT) -> float:
     return count * max(1 - 1 / (9 * count) - z / (3 * count**0.5), 0.0) ** 3
 
 
-def _Z(doubt: float) -> float:
+def _z_score(doubt: float) -> float:
     return NormalDist().inv_cdf(1 - doubt)
 
 
@@ -323,7 +323,7 @@ def settled(calls: Iterable[CodeSample], probes: Iterable[CodeSample], own: froz
     computing = _counted(calls, lambda sample: sample.computes or sample.path == UNMAPPED)
     upper = poisson_bound(computing, upper=True)
     still = upper * remaining  # at most, for the calls still to make
-    if computing + still + _Z(DOUBT) * still**0.5 < MIN_COMPUTE_SAMPLES:
+    if computing + still + _z_score(DOUBT) * still**0.5 < MIN_COMPUTE_SAMPLES:
         return True
     forward = compute_share(calls, probes, 1, 1, own).forward_samples
     if forward < MIN_FORWARD_SAMPLES:
