@@ -166,7 +166,7 @@ def call_signature(values: list[Any]) -> tuple:
 
 def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracker: KernelTracker, training: bool, grad: bool,
              observer: Any = None, python_guard: bool = True, take: list[Any] | None = None,
-             poison: bool = True, release: list[Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
+             poison: bool = True, release: list[Any] | None = None, flush: bool = True) -> tuple[list[Any], dict[str, Any]]:
     """One forward as every call is made: poison memory, flush caches, guard, time, settle, take the outputs.
 
     Nothing of ``model``'s runs outside the watched region but its forward: its mode is set
@@ -180,7 +180,8 @@ def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracke
     a cache hit and no driver allocation lands in the timed region or around it (on an
     H100 a 6.4 GB one cost from 1 to 20 ms, varying from call to call). ``poison=False``
     (the judge's own reference calls, whose outputs are trusted) keeps that allocator
-    preparation and skips the filling.
+    preparation and skips the filling. ``flush=False`` leaves out the cache flush before the call (a
+    profiled call, whose kernels must be the forward's alone).
 
     What is timed is the forward alone, as KernelBench times it (device events around
     the call, or the host clock). Two guards can watch it: ``observer``, the native ATen
@@ -208,7 +209,8 @@ def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracke
         if release is not None:
             release.clear()  # before the poisoning: the memory it frees is poisoned too
         backend.poison_memory((call_signature(inputs), training, grad), fill=poison)
-        timer.flush()
+        if flush:
+            timer.flush()
         with torch.set_grad_enabled(grad), tracker.watching(), (guard if guard is not None else contextlib.nullcontext()):
             timer.start()
             output = model(*inputs)
@@ -456,6 +458,43 @@ class CandidateSide:
         self.kept = []
         leaves, reply = self._made_call(_Allocator(self.outputs), KernelTracker(), training, grad, False)
         self.kept = leaves
+        reply["state"] = self._state_changes()
+        return reply
+
+    def cmd_profile(self, calls: int) -> dict[str, Any]:
+        """``calls`` watched forwards (eval mode, no gradients) under PyTorch's profiler: each kernel's device time, in us.
+
+        Each is made as :meth:`cmd_call` makes a call, without what the harness adds on the device around it (the
+        cache flush, the memory's poisoning, the outputs' copy into the judge's buffers), so that every kernel the
+        profile holds is one the forwards launched (:mod:`kernelgym.verifier.kernel_share`). Their outputs are
+        let go, unread, before the reply.
+        """
+        assert self.model is not None
+        from torch.profiler import ProfilerActivity, profile
+
+        kernels: dict[str, float] = {}
+        reply: dict[str, Any] = {"ok": True}
+        ops: set[str] = set()
+        try:
+            with profile(activities=[ProfilerActivity.CUDA]) as profiler:
+                for _ in range(calls):
+                    release, self.held, self.kept = [*self.held, *self.kept], [], []
+                    self.kept, reply = run_call(self.model, self._working_inputs(), self.backend, self.tracker, False, False,
+                                                self.observer, True, None, poison=False, release=release, flush=False)
+                    ops.update(reply["ops"])
+                self.backend.synchronize()
+            for event in profiler.events():
+                if event.device_type != torch.autograd.DeviceType.CPU:
+                    name = str(event.name)[:300]
+                    kernels[name] = kernels.get(name, 0.0) + float(event.time_range.elapsed_us())
+        except NotPlainOutput as exc:
+            return {"ok": False, "error": "illegal", "rule": exc.rule, "detail": f"the output is {exc.detail}",
+                    "message": "ModelNew.forward must return plain torch.Tensors, alone or in plain tuples or lists."}
+        except Exception as exc:
+            return {"ok": False, "error": "runtime", "message": f"the profiled forward raised {error_line(exc)}"}
+        longest = sorted(kernels.items(), key=lambda item: -item[1])[:200]
+        reply["kernels"] = [[name, us] for name, us in longest]
+        reply["ops"] = sorted(ops)
         reply["state"] = self._state_changes()
         return reply
 

@@ -89,7 +89,8 @@ def conclude(
         return EvalResult(task_id=task_id, backend=backend, status=status, parsed=True, compiled=compiled,
                           feedback=JUDGE_ERROR_FEEDBACK, judge_reason="\n".join(d for d in (lead, *details) if d), **measured)
     score = (reward or RewardSpec()).score(
-        status, compiled=compiled, correct=correct, speedup=speedup_eager, timing_meaningful=timing_meaningful
+        status, compiled=compiled, correct=correct, speedup=speedup_eager, timing_meaningful=timing_meaningful,
+        own_kernel_share=measured.get("own_kernel_share"),
     )
     return EvalResult(
         task_id=task_id,

@@ -52,7 +52,7 @@ from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.sampled_compute import sample_forward
 from kernelgym.verifier.trial_inputs import SharedBuffers
 
-__all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "share_buffers", "mismatch_verdict", "redrawable_state", "tolerances",
+__all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "require_ok", "share_buffers", "mismatch_verdict", "redrawable_state", "tolerances",
            "perf_counter"]
 
 SAMPLED_FROM_SPEEDUP = 0.5
@@ -110,7 +110,7 @@ def _build_verdict(message: str, log: str) -> Verdict:
     return Verdict(Status.COMPILE_ERROR, ["\n".join(lines[1:]), f"({message})"], lead=lines[0])
 
 
-def _require_ok(reply: dict[str, Any]) -> None:
+def require_ok(reply: dict[str, Any]) -> None:
     """Turn a failed request into its verdict: a compile error, a refused build, a format error, or a runtime error."""
     if reply.get("ok"):
         return
@@ -231,7 +231,7 @@ class Harness:
             raise Verdict(Status.RUNTIME_ERROR, [f"Task error in {task.id}: {type(exc).__name__}: {exc}"]) from None
         reply = self.ask("load", self.job.code)
         self.builds = [BuildRecord(str(k), float(s), bool(h)) for k, s, h in reply.get("builds", [])]
-        _require_ok(reply)
+        require_ok(reply)
         if "Model" in reply.get("mro", []):
             raise illegal_verdict("ModelNew derives from the reference Model.", runtime.inherits_model())
         self.observe_state(reply, "while loading")
@@ -252,7 +252,7 @@ class Harness:
         init_inputs = self.init_inputs_for({})
         reply = self.ask("construct", self.job.seeds[0], init_inputs, {}, {})
         if reply.get("ok") or reply.get("error") in ("build", "illegal"):
-            _require_ok(reply)
+            require_ok(reply)
             if not self.job.build_only:
                 self.observe_state(reply, "while building ModelNew")
 
@@ -346,7 +346,7 @@ class Harness:
         self.constant_names |= set(variant)
         constants = {key: getattr(self.reference, key) for key in sorted(self.constant_names)}
         reply = self.ask("construct", seed, self.init_inputs, self.shared_state(reference), constants)
-        _require_ok(reply)
+        require_ok(reply)
         self.observe_state(reply, "while building ModelNew")
         reported, declared = reply.get("unplaced"), reply.get("constant")
         names = {str(name) for name in reported} if isinstance(reported, list) else set()
@@ -368,7 +368,7 @@ class Harness:
     def send_state(self, reference: torch.nn.Module) -> None:
         """Load ``reference``'s parameters and buffers into ``ModelNew`` (by name, then by shape and role)."""
         reply = self.ask("state", self.shared_state(reference))
-        _require_ok(reply)
+        require_ok(reply)
 
     def shared_state(self, reference: torch.nn.Module) -> dict[str, Any]:
         """``reference``'s parameters and buffers copied into one sealed memfd sent to the candidate's process now
@@ -452,7 +452,7 @@ class Harness:
             return
         self.local_inputs, self.local_outputs, remote = share_buffers(self.candidate, inputs, flatten_outputs(expected))
         reply = self.ask("bind", *remote)
-        _require_ok(reply)
+        require_ok(reply)
         self.bound = signature
 
     def call(self, inputs: list[Any], training: bool, grad: bool, python_guard: bool = True) -> tuple[dict[str, Any], float]:
@@ -467,17 +467,8 @@ class Harness:
                 dst.copy_(src)
         self.backend.synchronize()
         reply, own = self.measured("call", training, grad, python_guard)
-        _require_ok(reply)
-        # What the observer saw comes from its own record (written from C++ to the judge's memfd), not from the reply,
-        # which the candidate's Python could rewrite; the reply adds what the Python guard saw, on watched calls.
-        seen = self.candidate.observed()
-        if seen is None:
-            raise illegal_verdict("The judge's record of the operators ModelNew.forward ran was missing or changed.",
-                                  runtime.observer_record_missing())
-        ops = sorted({str(op) for op in reply.get("ops", [])} | set(compute_ops([n for n in seen if n.startswith("aten::")])))
-        if ops and "aten-fallback" not in self.preset.waived:
-            listed = ", ".join(f"aten.{op}" for op in ops[:12])
-            raise illegal_verdict("PyTorch computed part of the answer during ModelNew.forward.", runtime.aten_fallback(listed))
+        require_ok(reply)
+        self.check_watched(reply)
         calls = int(reply.get("kernel_calls", 0))
         if calls == 0 and "decoy-kernel" not in self.preset.waived:
             raise illegal_verdict("No custom kernel ran during ModelNew.forward.", runtime.decoy_kernel())
@@ -488,6 +479,19 @@ class Harness:
             if isinstance(shared, torch.Tensor) and not same_bytes(shared, original):
                 raise Verdict(Status.INCORRECT, ["The candidate modified its inputs."], (runtime.input_mutation(),))
         return reply, own
+
+    def check_watched(self, reply: dict[str, Any]) -> None:
+        """The operators a watched call ran (the native observer's record, and the Python guard's in ``reply``) are allowed."""
+        # What the observer saw comes from its own record (written from C++ to the judge's memfd), not from the reply,
+        # which the candidate's Python could rewrite; the reply adds what the Python guard saw, on watched calls.
+        seen = self.candidate.observed()
+        if seen is None:
+            raise illegal_verdict("The judge's record of the operators ModelNew.forward ran was missing or changed.",
+                                  runtime.observer_record_missing())
+        ops = sorted({str(op) for op in reply.get("ops", [])} | set(compute_ops([n for n in seen if n.startswith("aten::")])))
+        if ops and "aten-fallback" not in self.preset.waived:
+            listed = ", ".join(f"aten.{op}" for op in ops[:12])
+            raise illegal_verdict("PyTorch computed part of the answer during ModelNew.forward.", runtime.aten_fallback(listed))
 
     def measured(self, *command: Any) -> tuple[dict[str, Any], float]:
         """A request and the judge's own measure of its cost, in ms, taken from outside the candidate.
@@ -530,7 +534,7 @@ class Harness:
         taken = checksum(leaves)
         self.wait_until_idle()
         fetched, _ = self.measured("fetch")  # measured, so the CPU it costs is not counted as idle
-        _require_ok(fetched)
+        require_ok(fetched)
         if checksum(leaves) != taken:
             raise illegal_verdict("Your output was still being written after ModelNew.forward returned.",
                                   runtime.work_after_return("an output changed after ModelNew.forward had returned"))

@@ -37,6 +37,7 @@ from kernelgym.verifier.harness import (
     tolerances,
 )
 from kernelgym.verifier.job import JudgeJob
+from kernelgym.verifier.kernel_share import profile_kernels
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status, Violation
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.timing_stage import time_stage
@@ -241,6 +242,7 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
                     time_stage(h)
             with h.stage("check", timeouts.check):  # after the timed calls, which it cannot perturb
                 h.sample_compute()  # where forward runs, sampled from outside: ATen reached below the dispatcher
+                profile_kernels(h)  # on a device: the share of its device time in the answer's own kernels
     except Verdict as verdict:
         status, details, violations, lead = verdict.status, verdict.details, verdict.violations, verdict.lead
     except BuildsDeferred:  # the job goes back to the build workers, and comes back
@@ -371,4 +373,5 @@ def _result(job: JudgeJob, backend: Backend, progress: Progress, h: Harness, sta
         device=backend.device_name(),
         rules=config.rules,
         weights=config.weights,
+        own_kernel_share=timing.get("own_kernel_share") if correct else None,
     )
