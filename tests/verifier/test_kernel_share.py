@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from kernelgym.tasks import load_suite
 from kernelgym.verifier import Status, VerifierConfig
 from kernelgym.verifier.config import check_bounds
 from kernelgym.verifier.kernel_share import kernel_base_name, kernel_share, own_kernel_names
 from kernelgym.verifier.reward import RewardSpec
-from kernelgym.tasks import load_suite
 from kernelgym.verifier.static import run_static_stages
 
 CUDA_ANSWER = r'''
