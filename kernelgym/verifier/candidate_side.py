@@ -475,12 +475,14 @@ class CandidateSide:
         kernels: dict[str, float] = {}
         reply: dict[str, Any] = {"ok": True}
         ops: set[str] = set()
+        if self.observer is not None:
+            self.observer.arm(every=True)  # once for the whole request: the judge reads one record per request
         try:
             with profile(activities=[ProfilerActivity.CUDA]) as profiler:
                 for _ in range(calls):
                     release, self.held, self.kept = [*self.held, *self.kept], [], []
                     self.kept, reply = run_call(self.model, self._working_inputs(), self.backend, self.tracker, False, False,
-                                                self.observer, True, None, poison=False, release=release, flush=False)
+                                                None, True, None, poison=False, release=release, flush=False)
                     ops.update(reply["ops"])
                 self.backend.synchronize()
             for event in profiler.events():
@@ -492,6 +494,9 @@ class CandidateSide:
                     "message": "ModelNew.forward must return plain torch.Tensors, alone or in plain tuples or lists."}
         except Exception as exc:
             return {"ok": False, "error": "runtime", "message": f"the profiled forward raised {error_line(exc)}"}
+        finally:
+            if self.observer is not None:
+                self.observer.disarm()
         longest = sorted(kernels.items(), key=lambda item: -item[1])[:200]
         reply["kernels"] = [[name, us] for name, us in longest]
         reply["ops"] = sorted(ops)

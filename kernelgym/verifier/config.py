@@ -89,6 +89,11 @@ class VerifierConfig:
             their device time in the answer's own kernels (``EvalResult.own_kernel_share``; 0 turns it off):
             :mod:`kernelgym.verifier.kernel_share`.
         lazy_share: an answer whose own kernels ran less than this share is flagged ``lazy-optimization``.
+        kernelbench_contract: under the ``kernelbench`` preset, also give the verdict under KernelBench's own
+            contract where the strict one rests on a check KernelBench does not make (``EvalResult.kernelbench_status``):
+            an answer the strict verdict rejects that way is checked (and timed) again, or, rejected by a static rule
+            of :data:`~kernelgym.verifier.presets.CONTRACT_WAIVED`, judged by a worker without them. ``False`` saves
+            that judging (an RL loop that rewards the strict verdict only).
     """
 
     trials: int = 3
@@ -111,6 +116,7 @@ class VerifierConfig:
     weights: str = "redrawn"
     profile_calls: int = 3
     lazy_share: float = LAZY_SHARE
+    kernelbench_contract: bool = True
 
     def __post_init__(self) -> None:
         from kernelgym.verifier.presets import get_preset
@@ -183,7 +189,7 @@ def check_bounds(config: VerifierConfig) -> None:
     for name, (required, why) in _SERVED_FIXED.items():
         if getattr(config, name) is not required:
             raise ValueError(f"{name} must be {'true' if required is True else 'null'}: {why}")
-    for booleans in ("timing", "compile_baseline"):
+    for booleans in ("timing", "compile_baseline", "kernelbench_contract"):
         if not isinstance(getattr(config, booleans), bool):
             raise ValueError(f"{booleans} must be true or false")
     for name, (low, high) in SERVED_BOUNDS.items():

@@ -26,7 +26,7 @@ import torch
 from kernelgym.backends import Backend, get_backend
 from kernelgym.verifier.channel import BuildsDeferred, CandidateChannel
 from kernelgym.verifier.compare import compare_outputs, fingerprint, flatten_outputs
-from kernelgym.verifier.feedback import conclude
+from kernelgym.verifier.feedback import conclude, contract_of_rejected, with_contract
 from kernelgym.verifier.harness import (
     CHECK_MODES,
     Harness,
@@ -224,6 +224,15 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
     (:mod:`kernelgym.verifier.twin`); without it, in this process. ``quiet()`` returns once no process the
     caller started ahead (the next job's candidate) is still starting: it is called before the timed calls.
     """
+    if job.strict_rejection is not None and not job.build_only:  # judged under KernelBench's contract only
+        contract = replace(job, config=replace(job.config, weights="fixed", check_variants=False))
+        return contract_of_rejected(job.strict_rejection, _judged(contract, candidate, build_root, work_dir, on_stage, twin, quiet))
+    return _judged(job, candidate, build_root, work_dir, on_stage, twin, quiet)
+
+
+def _judged(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir: Path,
+            on_stage: Callable[[str, float], None], twin: Callable[[], CandidateChannel] | None,
+            quiet: Callable[[], None]) -> EvalResult:
     backend = get_backend(job.backend)
     progress = Progress(seconds={"extract": job.extract_seconds, "inspect": job.inspect_seconds})
     h = Harness(job, backend, candidate, build_root, work_dir, on_stage, progress, twin, quiet)
@@ -257,13 +266,7 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
     if job.build_only and status is Status.OK:  # built, not judged: say nothing about correctness
         return result.with_changes(feedback="Status: ok\nBuilt ahead only: not checked or timed; judge it for a verdict.")
     if contract is not None:
-        kb_status, kb_speedup, differs_by = contract
-        timed = f", speedup {kb_speedup:.3f}x" if kb_speedup is not None else ""
-        line = (f"Under KernelBench's own contract (weights fixed at construction, the task's own shapes, its "
-                f"tolerances) this answer is {kb_status.value}{timed}; the strict verdict differs by {differs_by}, "
-                "a check KernelBench does not make.")
-        result = result.with_changes(kernelbench_status=kb_status.value, kernelbench_speedup=kb_speedup,
-                                     kernelbench_differs_by=differs_by, feedback=f"{result.feedback}\n{line}")
+        result = with_contract(result, *contract)
     return result
 
 

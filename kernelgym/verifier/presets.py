@@ -18,7 +18,14 @@ from dataclasses import dataclass
 
 from kernelgym.errors import KernelGymError
 
-__all__ = ["RulePreset", "PRESETS", "get_preset"]
+__all__ = ["CONTRACT_WAIVED", "RulePreset", "PRESETS", "get_preset"]
+
+CONTRACT_WAIVED = frozenset({"global-flags", "torch-compiler", "precision-downgrade"})
+"""Rules of the ``kernelbench`` preset that KernelBench's own contract does not have: process-wide settings (TF32,
+``cudnn.benchmark``, thread counts), PyTorch's compilers and CUDA graphs, a lower precision within its tolerance.
+They stay in the strict verdict; an answer that breaks only these is also judged without them (at run time its
+settings may change too; replacing a function still may not), for its verdict under KernelBench's contract
+(``EvalResult.kernelbench_status``)."""
 
 
 @dataclass(frozen=True)
