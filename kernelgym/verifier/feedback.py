@@ -127,7 +127,8 @@ def contract_of_rejected(strict: EvalResult, judged: EvalResult) -> EvalResult:
     A judge error says nothing of the answer: the strict verdict then stands alone.
     """
     seconds = replace(judged.seconds, extract=strict.seconds.extract, inspect=strict.seconds.inspect)
-    strict = strict.with_changes(seconds=seconds, compiled=judged.compiled, cache_hit=judged.cache_hit, device=judged.device)
+    strict = strict.with_changes(seconds=seconds, compiled=judged.compiled, cache_hit=judged.cache_hit, device=judged.device,
+                                 own_kernel_share=judged.own_kernel_share)
     if judged.status is Status.JUDGE_ERROR:
         return strict
     kb_status = Status(judged.kernelbench_status) if judged.kernelbench_status is not None else judged.status

@@ -19,7 +19,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -45,7 +45,7 @@ from kernelgym.verifier.guard import compute_ops
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.mapped_code import RUNTIME_FILES, Places, installed
 from kernelgym.verifier.placement import covered_names
-from kernelgym.verifier.presets import CONTRACT_WAIVED, get_preset
+from kernelgym.verifier.presets import contract_preset, get_preset
 from kernelgym.verifier.reference_builds import ReferenceBuilds
 from kernelgym.verifier.result import Status, Violation
 from kernelgym.verifier.rules import runtime
@@ -158,7 +158,8 @@ class Harness:
         self.stage_name, self.stage_budget, self.deadline = "build", 0.0, 0.0
         self.preset = get_preset(job.config.rules)
         if job.strict_rejection is not None:  # judged under KernelBench's contract only: without the rules it lacks
-            self.preset = replace(self.preset, waived=self.preset.waived | CONTRACT_WAIVED)
+            self.preset = contract_preset(self.preset)
+        self.settings: list[str] = []  # under that contract, the settings the answer made (the reference gets them)
         self.checked_libraries: set[Path] = set()
         self.init_inputs: list[Any] = []
         self.unplaced_weights: list[str] = []
@@ -261,6 +262,7 @@ class Harness:
     def observe_state(self, reply: dict[str, Any], when: str) -> None:
         changes = [str(c) for c in reply.get("state") or []]
         if "global-flags" in self.preset.waived:  # KernelBench's contract: settings may change; functions stay
+            self.settings += [c for c in changes if not c.endswith(" was replaced")]
             changes = [c for c in changes if c.endswith(" was replaced")]
         if changes:
             raise illegal_verdict(f"The candidate changed global state {when}.", runtime.global_state_changed([str(c) for c in changes]))
@@ -480,7 +482,7 @@ class Harness:
         self.observe_state(reply, "during ModelNew.forward")
         self.pending_ms.append(float(reply.get("pending_ms", 0.0)))
         for shared, original in zip(self.local_inputs, inputs, strict=True):
-            if isinstance(shared, torch.Tensor) and not same_bytes(shared, original):
+            if isinstance(shared, torch.Tensor) and not same_bytes(shared, original) and "input-mutation" not in self.preset.waived:
                 raise Verdict(Status.INCORRECT, ["The candidate modified its inputs."], (runtime.input_mutation(),))
         return reply, own
 
@@ -525,7 +527,7 @@ class Harness:
         ``late_check``: on a host, also read the candidate's outputs again once its threads are idle (a request
         of its own) to see work that went on after the call had returned.
         """
-        mismatch = leaf_mismatch(flatten_outputs(expected), reply.get("leaves", []))
+        mismatch = leaf_mismatch(flatten_outputs(expected), reply.get("leaves", []), "output-aliases-input" in self.preset.waived)
         if mismatch is not None:
             return mismatch, []
         leaves = [buffer if buffer is not None else meta.get("value") for buffer, meta in zip(self.local_outputs, reply["leaves"], strict=True)]

@@ -15,6 +15,7 @@ call returns (:mod:`.timing_stage`).
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
@@ -27,6 +28,7 @@ from kernelgym.backends import Backend, get_backend
 from kernelgym.verifier.channel import BuildsDeferred, CandidateChannel
 from kernelgym.verifier.compare import compare_outputs, fingerprint, flatten_outputs
 from kernelgym.verifier.feedback import conclude, contract_of_rejected, with_contract
+from kernelgym.verifier.guard import settings_as
 from kernelgym.verifier.harness import (
     CHECK_MODES,
     Harness,
@@ -38,6 +40,7 @@ from kernelgym.verifier.harness import (
 )
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.kernel_share import profile_kernels
+from kernelgym.verifier.presets import contract_preset
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status, Violation
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.timing_stage import time_stage
@@ -243,15 +246,17 @@ def _judged(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_d
             h.load()
             progress.compiled = True
             h.construct_ahead()
-        if not job.build_only:
-            with h.stage("check", timeouts.check):
-                _check(h)
-            if job.config.timing:
-                with h.stage("time", timeouts.time):
-                    time_stage(h)
-            with h.stage("check", timeouts.check):  # after the timed calls, which it cannot perturb
-                h.sample_compute()  # where forward runs, sampled from outside: ATen reached below the dispatcher
-                profile_kernels(h)  # on a device: the share of its device time in the answer's own kernels
+        # Under KernelBench's contract the reference runs with the settings the answer made, as in KernelBench's one process.
+        with settings_as(h.settings) if not job.build_only else contextlib.nullcontext():
+            if not job.build_only:
+                with h.stage("check", timeouts.check):
+                    _check(h)
+                if job.config.timing:
+                    with h.stage("time", timeouts.time):
+                        time_stage(h)
+                with h.stage("check", timeouts.check):  # after the timed calls, which it cannot perturb
+                    h.sample_compute()  # where forward runs, sampled from outside: ATen reached below the dispatcher
+                    profile_kernels(h)  # on a device: the share of its device time in the answer's own kernels
     except Verdict as verdict:
         status, details, violations, lead = verdict.status, verdict.details, verdict.violations, verdict.lead
     except BuildsDeferred:  # the job goes back to the build workers, and comes back
@@ -295,9 +300,9 @@ def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violatio
         differs_by = f"an error in a mode KernelBench does not call ({'train' if training else 'eval'} mode, grad {'on' if grad else 'off'})"
     else:
         return None
-    job, config, progress = h.job, h.config, h.progress
+    job, config, progress, preset = h.job, h.config, h.progress, h.preset
     contract = replace(config, weights="fixed", check_variants=False)
-    h.job, h.config = replace(job, config=contract), contract
+    h.job, h.config, h.preset = replace(job, config=contract), contract, contract_preset(preset)
     h.progress = Progress(compiled=True, seconds=progress.seconds)
     try:
         with h.stage("check", contract.timeouts.check):
@@ -313,7 +318,7 @@ def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violatio
     except Exception:  # the strict verdict stands alone
         return None
     finally:
-        h.job, h.config, h.progress = job, config, progress
+        h.job, h.config, h.progress, h.preset = job, config, progress, preset
 
 
 def _result(job: JudgeJob, backend: Backend, progress: Progress, h: Harness, status: Status, details: list[str], violations: tuple[Violation, ...], lead: str) -> EvalResult:

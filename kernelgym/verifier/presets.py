@@ -14,18 +14,25 @@ forging, timing tricks, process state, precision, host array libraries.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kernelgym.errors import KernelGymError
 
-__all__ = ["CONTRACT_WAIVED", "RulePreset", "PRESETS", "get_preset"]
+__all__ = ["CONTRACT_WAIVED", "RulePreset", "PRESETS", "contract_preset", "get_preset"]
 
-CONTRACT_WAIVED = frozenset({"global-flags", "torch-compiler", "precision-downgrade"})
-"""Rules of the ``kernelbench`` preset that KernelBench's own contract does not have: process-wide settings (TF32,
-``cudnn.benchmark``, thread counts), PyTorch's compilers and CUDA graphs, a lower precision within its tolerance.
-They stay in the strict verdict; an answer that breaks only these is also judged without them (at run time its
-settings may change too; replacing a function still may not), for its verdict under KernelBench's contract
-(``EvalResult.kernelbench_status``)."""
+CONTRACT_WAIVED = frozenset({"global-flags", "torch-compiler", "precision-downgrade", "file-access", "forbidden-import"})
+"""Static rules of the ``kernelbench`` preset that KernelBench's own contract does not have: process-wide settings
+(TF32, ``cudnn.benchmark``), PyTorch's compilers and CUDA graphs, a lower precision within its tolerance, files and
+modules beyond the allowed ones (the candidate's sandbox bounds what they reach). They stay in the strict verdict;
+an answer that breaks only these is also judged without them (:func:`contract_preset`), for its verdict under
+KernelBench's contract (``EvalResult.kernelbench_status``)."""
+
+
+def contract_preset(preset: RulePreset) -> RulePreset:
+    """``preset`` as KernelBench's contract judges: without :data:`CONTRACT_WAIVED`, settings the answer changes
+    allowed (functions it replaces are not) and mirrored for the reference, inputs written in place and returned
+    allowed (KernelBench calls the reference first, on the same inputs)."""
+    return replace(preset, waived=preset.waived | CONTRACT_WAIVED | {"input-mutation", "output-aliases-input"})
 
 
 @dataclass(frozen=True)

@@ -135,3 +135,12 @@ def test_an_answer_illegal_only_by_a_rule_kernelbench_lacks_is_judged_under_its_
     with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config("native")) as verifier:
         native = verifier.evaluate(task, text)
     assert native.status is Status.ILLEGAL and native.kernelbench_status is None and native.seconds.build == 0.0
+
+
+def test_an_input_written_in_place_is_incorrect_and_right_under_kernelbench_s_contract(cache_dir: Path, cpu_suite) -> None:
+    fields, text = _sample("input_written_in_place")
+    kernelbench_expected = re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1)
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        result = verifier.evaluate(cpu_suite[fields["task"]], text)
+    assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
+    assert result.kernelbench_differs_by == "`input-mutation`"
