@@ -142,7 +142,7 @@ SERVED_BOUNDS: dict[str, tuple[float, float]] = {
     "faster_threshold": (1.0, 100.0),
     "memory_limit_gb": (0.5, 64.0),
     # Tolerances: a request may tighten them, never loosen them beyond the defaults (the ``kernelbench``
-    # preset's floor, KernelBench's 1e-2, is the judge's own and applies whatever a request asks).
+    # preset's floor, KernelBench's 1e-4 for fp32, is the judge's own and applies whatever a request asks).
     "atol": (0.0, _DEFAULTS.atol),
     "rtol": (0.0, _DEFAULTS.rtol),
     "low_precision_tol": (0.0, _DEFAULTS.low_precision_tol),
