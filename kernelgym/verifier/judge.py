@@ -39,6 +39,7 @@ from kernelgym.verifier.harness import (
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status, Violation
 from kernelgym.verifier.rules import runtime
+from kernelgym.verifier.sandboxed_task import TaskFailure
 from kernelgym.verifier.timing_stage import time_stage
 from kernelgym.verifier.trial_inputs import draw_inputs
 
@@ -170,8 +171,8 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
             del probe
         except Verdict:
             raise
-        except Exception:
-            if declared:
+        except Exception as exc:
+            if declared or isinstance(exc, TaskFailure) and exc.process_lost:
                 raise
             continue  # a derived shape the reference itself cannot run: not a shape of this task
         seen: set[tuple] = set()
@@ -226,6 +227,13 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
     backend = get_backend(job.backend)
     progress = Progress(seconds={"extract": job.extract_seconds, "inspect": job.inspect_seconds})
     h = Harness(job, backend, candidate, build_root, work_dir, on_stage, progress, twin, quiet)
+    try:
+        return _judged(h, job, backend, progress)
+    finally:
+        h.close()  # a sandboxed task's process, with everything it started
+
+
+def _judged(h: Harness, job: JudgeJob, backend: Backend, progress: Progress) -> EvalResult:
     status, details, violations, lead = Status.OK, [], (), ""
     timeouts = job.config.timeouts
     try:
@@ -245,6 +253,8 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
         status, details, violations, lead = verdict.status, verdict.details, verdict.violations, verdict.lead
     except BuildsDeferred:  # the job goes back to the build workers, and comes back
         raise
+    except TaskFailure as exc:  # a sandboxed task's program failed: the task's fault, never the answer's
+        status, details = Status.JUDGE_ERROR, [f"The task's program failed: {exc}"]
     except torch.cuda.OutOfMemoryError as exc:  # torch's first line says how much was asked for and how much was free
         status, details = Status.RUNTIME_ERROR, ["The judge ran out of device memory for this task's reference and buffers.",
                                                  *str(exc).strip().splitlines()[:1]]
