@@ -2,7 +2,7 @@
 
 Each hostile task program below tries one thing against the server (write the judge's ``.trusted``
 directory, read ``/etc/shadow``, send a datagram, leave a process behind, hand back an object that
-is not data or a tensor larger than the judge takes, hang, crash). Each request gets a one-line
+is not data, a tensor larger than the judge takes or values nested without end, hang, crash). Each request gets a one-line
 ``judge_error`` naming the task's failure, and leaves nothing behind: no file in the judge's
 directory, no process, a server that judges the next honest request ``ok``.
 """
@@ -15,7 +15,7 @@ import secrets
 import socket
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from kernelgym.serve import JudgeService, RequestError, RunningServer, ServedTas
 from kernelgym.tasks import load_suite  # noqa: E402
 
 TASK = load_suite("cpu")["level1/1_ReLU"]
+WEIGHTED = load_suite("cpu")["level2/1_Linear_ReLU"]
 FAST = {"trials": 3, "runs": 2, "warmup": 1, "timing": False}
 ORPHAN = "kg-task-orphan"
 PORT = 47293  # where the datagram task sends
@@ -51,6 +52,7 @@ def _hostile(cache: Path, token: str) -> dict[str, str]:
         "hands back an object": _task("class Payload:\n    def __reduce__(self):\n        return (os.system, ('true',))",
                                       inputs="return [torch.randn(batch_size, dim), Payload()]"),
         "hands back a huge tensor": _task(inputs="return [torch.zeros(1).expand(2**40)]"),
+        "hands back values nested deep": _task(inputs="v = 1\n    for _ in range(100):\n        v = [v]\n    return [torch.randn(batch_size, dim), v]"),
         "hangs": _task("while True:\n    pass"),
         "crashes": _task("import signal\nos.kill(os.getpid(), signal.SIGSEGV)"),
     }
@@ -97,6 +99,11 @@ def test_a_sent_task_is_sandboxed_unless_it_is_a_served_one() -> None:
         ServedTasks().task({"task": {"source": _task(), "sandboxed": False}})
 
 
+def built_ahead(suite: Mapping[str, Any], items: Sequence[pytest.Item]) -> list[tuple[Any, str]]:
+    """The answers this module judges, built before the first test (``answers_built_ahead``, ``tests/conftest.py``)."""
+    return [(suite[task_id], suite[task_id].solution("cpp")) for task_id in (TASK.id, WEIGHTED.id)]
+
+
 @pytest.mark.parametrize(("forward", "status"), [("torch.relu(x)", "ok"), ("torch.relu(x) * 2", "incorrect")])
 def test_a_sent_task_is_judged_in_a_sandbox(server: RunningServer, forward: str, status: str) -> None:
     body = {"task": {"source": _task(forward=forward), "id": "mine"}, "answer": TASK.solution("cpp"), "config": FAST}
@@ -104,6 +111,17 @@ def test_a_sent_task_is_judged_in_a_sandbox(server: RunningServer, forward: str,
     result = reply["result"]
     assert code == 200 and result["status"] == status, result["feedback"] + result["judge_reason"]
     assert result["task_id"] == "mine"
+
+
+def test_a_sent_task_with_weights_is_checked_with_them_redrawn_and_timed(server: RunningServer) -> None:
+    # Its weights are built in the task's process, handed over, redrawn here in one trial; its reference timed in a twin.
+    source = WEIGHTED.source + "\n# a copy of my own\n"
+    body = {"task": {"source": source, "variants": list(WEIGHTED.variants)}, "answer": WEIGHTED.solution("cpp"),
+            "config": {**FAST, "timing": True}}
+    code, reply = _call(server.url, body)
+    result = reply["result"]
+    assert code == 200 and result["status"] == "ok", result["feedback"] + result["judge_reason"]
+    assert result["speedup_eager"] and result["ref_compile_ms"] is None and "weights-not-redrawn" not in result["flags"]
 
 
 def test_a_hostile_task_gets_a_one_line_reason_and_leaves_nothing_behind(server: RunningServer, cache_dir: Path) -> None:
@@ -124,6 +142,7 @@ def test_a_hostile_task_gets_a_one_line_reason_and_leaves_nothing_behind(server:
         assert reason.startswith("The task's program failed: ") and "\n" not in reason, (attack, reason)
     assert "did not finish within" in reasons["hangs"] and "SIGSEGV" in reasons["crashes"]
     assert "not plain data" in reasons["hands back an object"] and "GiB" in reasons["hands back a huge tensor"]
+    assert "nested deeper" in reasons["hands back values nested deep"]
     assert not list(judge_dir(cache_dir).glob(f"planted-{token}*"))
     shadow = Path("/etc/shadow").read_text().splitlines()[:1] if os.access("/etc/shadow", os.R_OK) else []
     assert not [line for line in shadow if line and line in json.dumps(reasons)]
