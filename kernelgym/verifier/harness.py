@@ -221,10 +221,7 @@ class Harness:
     # --- build ----------------------------------------------------------------------------------
 
     def load(self) -> None:
-        if self.job.task.sandboxed:
-            self.load_sandboxed()
-        else:
-            self.load_here()
+        self.load_task()
         reply = self.ask("load", self.job.code)
         self.builds = [BuildRecord(str(k), float(s), bool(h)) for k, s, h in reply.get("builds", [])]
         _require_ok(reply)
@@ -235,9 +232,17 @@ class Harness:
         self.baseline = self.candidate.process_state()
         self.cpus = max(1, len(self.baseline.get("affinity") or [None]))
 
-    def load_here(self) -> None:
-        """A trusted task's program (a suite's), imported in this process."""
+    def load_task(self) -> None:
+        """The task's program: a trusted task's (a suite's) imported here; an untrusted one's loaded in a process of
+        its own made like the candidate's, never here (:mod:`~kernelgym.verifier.sandboxed_task`), each request to it
+        given what is left of the stage's budget and at most the check stage's floor (its program builds nothing)."""
         task = self.job.task
+        if task.sandboxed:
+            if self.twin is None:
+                raise TaskFailure("this judge starts no process for a task's program, and runs none in its own")
+            self.reference = SandboxedTask.start(self.twin(), lambda: min(self.deadline - perf_counter(), self.config.timeouts.check),
+                                                 task.source)
+            return
         try:
             self.reference = load_module("reference", task.source, self.work_dir)
             for name in ("Model", "get_inputs", "get_init_inputs"):
@@ -245,18 +250,6 @@ class Harness:
                     raise AttributeError(f"the task program does not define {name}")
         except Exception as exc:  # the task itself is broken: not the candidate's fault
             raise Verdict(Status.RUNTIME_ERROR, [f"Task error in {task.id}: {type(exc).__name__}: {exc}"]) from None
-
-    def load_sandboxed(self) -> None:
-        """An untrusted task's program, loaded in a process of its own made like the candidate's, never here
-        (:mod:`~kernelgym.verifier.sandboxed_task`). Each request to it may take what is left of the stage's
-        budget, and at most the check stage's floor (in the build stage too: the task's program builds nothing)."""
-        if self.twin is None:
-            raise TaskFailure("this judge starts no process for a task's program, and runs none in its own")
-
-        def seconds_left() -> float:
-            return min(self.deadline - perf_counter(), self.config.timeouts.check)
-
-        self.reference = SandboxedTask.start(self.twin(), seconds_left, self.job.task.source)
 
     def close(self) -> None:
         """Kill the process of a sandboxed task's program, if one runs."""

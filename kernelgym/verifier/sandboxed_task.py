@@ -139,7 +139,7 @@ class SandboxedTask:
     def __init__(self, process: CandidateChannel, seconds_left: Callable[[], float]) -> None:
         self.process: CandidateChannel | None = process
         self.seconds_left = seconds_left
-        self.loaded: dict[int, list[tuple[int, int, int]]] = {}  # the weights each model of the process holds now
+        self.loaded: dict[int, list[tuple[torch.Tensor, int]]] = {}  # the weights each model of the process holds now
 
     @classmethod
     def start(cls, process: CandidateChannel, seconds_left: Callable[[], float], source: str) -> SandboxedProgram:
@@ -203,9 +203,12 @@ class SandboxedTask:
 
     def forward(self, model: SandboxedModel, inputs: list[Any]) -> Any:
         """``model``'s forward on ``inputs`` in the task's process (its weights sent first when they changed here)."""
-        # Tensors are told apart by identity, version counter (bumped by every in-place change) and storage.
-        mark = [(id(v), v._version, v.data_ptr()) for v in model.weights.values()]
-        state = list(model.weights.values()) if self.loaded.get(model.index) != mark else None
+        # The weights sent last are held (so no other tensor takes their identity) with their version counters,
+        # which every in-place change bumps: the same tensors at the same versions are what the process holds.
+        mark = [(v, v._version) for v in model.weights.values()]
+        sent = self.loaded.get(model.index, [])
+        same = len(sent) == len(mark) and all(a is b and x == y for (a, x), (b, y) in zip(sent, mark, strict=True))
+        state = None if same else list(model.weights.values())
         if self.process is None:
             raise TaskFailure("running Model.forward: the task's process is gone after an earlier failure", process_lost=True)
         tensors = [v.detach() for v in inputs if isinstance(v, torch.Tensor)] + (state or [])
