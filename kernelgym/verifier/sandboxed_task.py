@@ -242,7 +242,8 @@ class SandboxedProgram:
     The judge seeds torch's generator right before it builds the reference or asks for inputs
     (``torch.manual_seed`` in :class:`~kernelgym.verifier.reference_builds.ReferenceBuilds` and
     :func:`~kernelgym.verifier.trial_inputs.draw_inputs`); that seed, ``torch.initial_seed()``, is the
-    one the task's process draws from, so a sandboxed task gets the values a trusted one would.
+    one the task's process draws from, so a sandboxed task gets the init inputs, inputs and weights a
+    trusted one would.
     """
 
     def __init__(self, task: SandboxedTask, constants: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ Holds:
         inputs, build its ``Model``, run its ``forward``, and copy what the last command kept into
         buffers the judge made.
     describe: the JSON description of plain values (tensors by dtype and shape, numbers, strings, tuples, lists).
+    NotPlainValue: a value ``describe`` refuses.
 
 A task sent to a served judge is a program like any answer: it runs in a process
 made like the candidate's, confined the same way (:mod:`kernelgym.executor.candidate`),
@@ -24,7 +25,7 @@ import torch
 
 from kernelgym.verifier.candidate_objects import NotPlainOutput, plain_leaves
 
-__all__ = ["PLAIN_SCALARS", "TaskCommands", "describe"]
+__all__ = ["NotPlainValue", "PLAIN_SCALARS", "TaskCommands", "describe"]
 
 PLAIN_SCALARS = (bool, int, float, str, type(None))
 """The values besides tensors that cross from a task's process to the judge (inside tuples and lists too)."""
