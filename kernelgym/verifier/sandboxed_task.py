@@ -25,7 +25,8 @@ is computed there.
 from __future__ import annotations
 
 import copy
-from collections import OrderedDict
+import weakref
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -140,6 +141,20 @@ class SandboxedTask:
         self.process: CandidateChannel | None = process
         self.seconds_left = seconds_left
         self.loaded: dict[int, list[tuple[torch.Tensor, int]]] = {}  # the weights each model of the process holds now
+        self.holders: Counter[int] = Counter()  # stand-ins alive here for each model of the process
+        self.unheld: list[int] = []  # models no stand-in holds any more, dropped there with the next build
+
+    def hold(self, model: SandboxedModel) -> None:
+        """Count ``model`` as a holder of its model in the process until it is collected (copies hold it too)."""
+        self.holders[model.index] += 1
+        weakref.finalize(model, self._let_go, model.index)
+
+    def _let_go(self, index: int) -> None:
+        self.holders[index] -= 1
+        if self.holders[index] <= 0:
+            del self.holders[index]
+            self.loaded.pop(index, None)
+            self.unheld.append(index)
 
     @classmethod
     def start(cls, process: CandidateChannel, seconds_left: Callable[[], float], source: str) -> SandboxedProgram:
@@ -254,7 +269,10 @@ class SandboxedProgram:
     def Model(self, *init_inputs: Any) -> SandboxedModel:  # noqa: N802 (the task program's name)
         """``Model(*init_inputs)``, built in the task's process from the current seed."""
         task = self.__task__
-        values, reply = task.values("building Model", "task_build", torch.initial_seed(), list(init_inputs), _constants(self))
+        # Models no stand-in holds are dropped in the process first: a task whose weights the judge does not keep
+        # (beyond ReferenceBuilds' allowance) is built once per request for its initial weights.
+        dropped, task.unheld = task.unheld, []
+        values, reply = task.values("building Model", "task_build", torch.initial_seed(), list(init_inputs), _constants(self), dropped)
         names, index = reply.get("names"), reply.get("model")
         if not isinstance(names, list) or len(names) != len(values) or len(set(map(str, names))) != len(names) \
                 or not all(isinstance(v, torch.Tensor) for v in values) or type(index) is not int:
@@ -284,6 +302,7 @@ class SandboxedModel(torch.nn.Module):
         self.index = index
         self.weights = weights
         self.device = device
+        task.hold(self)
 
     def state_dict(self, *args: Any, **kwargs: Any) -> OrderedDict[str, torch.Tensor]:  # type: ignore[override]
         """Its parameters and buffers (the tensors held here, not copies)."""

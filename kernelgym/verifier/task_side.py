@@ -89,7 +89,7 @@ class TaskCommands:
 
     def __init__(self) -> None:
         self.task_program: Any = None
-        self.task_models: list[torch.nn.Module] = []
+        self.task_models: list[torch.nn.Module | None] = []
         self.task_kept: list[torch.Tensor] = []
 
     def _reply(self, what: str, values: list[Any], **extra: Any) -> dict[str, Any]:
@@ -156,9 +156,12 @@ class TaskCommands:
             return _failed("get_inputs()", exc)
         return self._reply("get_inputs()", values)
 
-    def cmd_task_build(self, seed: int, init_inputs: list[Any], constants: dict[str, Any]) -> dict[str, Any]:
-        """``Model(*init_inputs)`` from ``seed`` (its weights drawn on the host, then moved to the device);
-        the reply names it and describes its parameters and buffers (``names``, in ``state_dict`` order)."""
+    def cmd_task_build(self, seed: int, init_inputs: list[Any], constants: dict[str, Any], dropped: list[int]) -> dict[str, Any]:
+        """``Model(*init_inputs)`` from ``seed`` (its weights drawn on the host, then moved to the device), once the
+        models ``dropped`` are let go; the reply names it and describes its parameters and buffers (``names``, in
+        ``state_dict`` order)."""
+        for index in dropped:
+            self.task_models[index] = None
         program = self._program(constants)
         torch.manual_seed(seed)
         try:
@@ -184,6 +187,8 @@ class TaskCommands:
 
         memory = _memory(descriptors)
         module = self.task_models[model]
+        if module is None:
+            return {"ok": False, "error": "task", "message": f"the judge asked for model {model}, which it let go"}
         try:
             with torch.no_grad():
                 if state is not None:

@@ -1,19 +1,22 @@
 """A task judged sandboxed (its program run in a process of its own) is judged as the same task trusted is.
 
-The description a task's process sends is checked here before any memory is made for it; the
-judgements compare a sandboxed task with the trusted one under the same seed.
+The description a task's process sends is checked here before any memory is made for it; weights
+go to that process only when they changed here, and models no stand-in holds are dropped there;
+the judgements compare a sandboxed task with the trusted one under the same seed.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import gc
 
 import pytest
 import torch
 
 from kernelgym.tasks import load_suite
 from kernelgym.verifier import VerifierConfig
-from kernelgym.verifier.sandboxed_task import TASK_BYTES_LIMIT, TaskFailure, _Reading
+from kernelgym.verifier.sandboxed_task import TASK_BYTES_LIMIT, SandboxedProgram, SandboxedTask, TaskFailure, _Reading
 from kernelgym.verifier.task_side import NotPlainValue, describe
 
 
@@ -84,3 +87,45 @@ def test_a_sandboxed_task_gets_the_verdict_and_the_values_of_the_trusted_one(cpu
     if weights == "fixed":  # the same inputs and weights, so the same errors (a redraw's noise is drawn here, after
         # the inputs: from another generator state when they were drawn in the task's process)
         assert (sandboxed.max_abs_error, sandboxed.max_rel_error) == (trusted.max_abs_error, trusted.max_rel_error)
+
+
+class _FakeTaskProcess:
+    """A task's process that answers every command at once (a model of one weight ``w``, outputs of one tensor)."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple] = []
+        self.builds = 0
+
+    def request(self, command: tuple, timeout: float) -> dict[str, object]:
+        self.commands.append(command)
+        one = [{"tensor": ["torch.float32", [2]]}]
+        if command[0] == "task_build":
+            self.builds += 1
+            return {"ok": True, "values": one, "names": ["w"], "model": self.builds - 1}
+        if command[0] == "task_forward":
+            return {"ok": True, "values": one, "single": True}
+        return {"ok": True}
+
+    def send_descriptors(self, fds: list[int]) -> None:
+        pass
+
+
+def test_weights_go_to_the_task_s_process_when_they_changed_and_models_let_go_are_dropped() -> None:
+    process = _FakeTaskProcess()
+    program = SandboxedProgram(SandboxedTask(process, lambda: 10.0), {"dim": 2})  # type: ignore[arg-type]
+    model = program.Model()
+    sent = []
+    for change in (False, False, True, False):
+        if change:
+            model.state_dict()["w"].add_(1.0)  # a redraw, in place
+        output = model(torch.zeros(2))
+        assert isinstance(output, torch.Tensor) and output.shape == (2,)
+        sent.append(process.commands[-2][5] is not None)  # task_forward's state (the command before its take)
+    assert sent == [True, False, True, False]
+    copied = copy.deepcopy(model)
+    copied(torch.zeros(2))
+    assert process.commands[-2][5] is not None  # a copy's weights are other tensors: sent
+    del model, copied
+    gc.collect()
+    program.Model()
+    assert process.commands[-2][0] == "task_build" and process.commands[-2][4] == [0]  # its models to drop
