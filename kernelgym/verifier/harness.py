@@ -235,13 +235,14 @@ class Harness:
     def load_task(self) -> None:
         """The task's program: a trusted task's (a suite's) imported here; an untrusted one's loaded in a process of
         its own made like the candidate's, never here (:mod:`~kernelgym.verifier.sandboxed_task`), each request to it
-        given what is left of the stage's budget and at most the check stage's floor (its program builds nothing)."""
+        given what is left of the stage's budget and at most the check stage's floor (its program builds nothing), each
+        reply at most the memory its process may hold."""
         task = self.job.task
         if task.sandboxed:
             if self.twin is None:
                 raise TaskFailure("this judge starts no process for a task's program, and runs none in its own")
             self.reference = SandboxedTask.start(self.twin(), lambda: min(self.deadline - perf_counter(), self.config.timeouts.check),
-                                                 task.source)
+                                                 int(self.config.memory_limit_gb * 1024**3), task.source)
             return
         try:
             self.reference = load_module("reference", task.source, self.work_dir)

@@ -7,7 +7,6 @@ Holds:
         ``get_inputs``, ``get_init_inputs`` asked of that process.
     SandboxedModel: stands in for a built ``Model``: its parameters and buffers held here (the judge reads,
         redraws and shares them as a trusted task's), its forward run there.
-    TASK_BYTES_LIMIT: the most bytes of tensors one answer of a task's process may describe.
 
 A task sent to a served judge is untrusted code, as an answer is: it runs confined, in a
 process made like the candidate's (:mod:`kernelgym.verifier.task_side`), and hands back plain
@@ -36,10 +35,7 @@ from kernelgym.verifier.channel import CandidateChannel, CandidateCrash, Candida
 from kernelgym.verifier.task_side import PLAIN_SCALARS
 from kernelgym.verifier.trial_inputs import send_shared
 
-__all__ = ["TASK_BYTES_LIMIT", "SandboxedModel", "SandboxedProgram", "SandboxedTask", "TaskFailure"]
-
-TASK_BYTES_LIMIT = 4 * 1024**3
-"""The most bytes of tensors one answer of a task's process may describe (its inputs, outputs or weights)."""
+__all__ = ["SandboxedModel", "SandboxedProgram", "SandboxedTask", "TaskFailure"]
 
 _DTYPES = {str(dtype): dtype for dtype in (
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
@@ -78,8 +74,9 @@ class _Slot:
 class _Reading:
     """A reply's description of values, checked item by item; its tensors as meta tensors (no memory) until taken."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, limit_bytes: int) -> None:
         self.what = what
+        self.limit_bytes = limit_bytes
         self.items = 0
         self.bytes = 0
         self.tensors: list[torch.Tensor] = []
@@ -115,8 +112,8 @@ class _Reading:
         for extent in shape:
             elements *= extent
         self.bytes += elements * dtype.itemsize
-        if self.bytes > TASK_BYTES_LIMIT:
-            raise self.refuse(f"tensors of more than {TASK_BYTES_LIMIT / 1024**3:.0f} GiB (a tensor of shape {tuple(shape)})")
+        if self.bytes > self.limit_bytes:
+            raise self.refuse(f"tensors of more than {self.limit_bytes / 1024**3:.3g} GiB (a tensor of shape {tuple(shape)})")
         self.tensors.append(torch.empty(shape, dtype=dtype, device="meta"))
         return _Slot(len(self.tensors) - 1)
 
@@ -135,11 +132,13 @@ class SandboxedTask:
     Args:
         process: a fresh process, ready (the judge's factory of candidate processes made it).
         seconds_left: how long the next request may take (the running stage's budget).
+        limit_bytes: the most bytes of tensors one reply may describe (its inputs, outputs or weights).
     """
 
-    def __init__(self, process: CandidateChannel, seconds_left: Callable[[], float]) -> None:
+    def __init__(self, process: CandidateChannel, seconds_left: Callable[[], float], limit_bytes: int) -> None:
         self.process: CandidateChannel | None = process
         self.seconds_left = seconds_left
+        self.limit_bytes = limit_bytes
         self.loaded: dict[int, list[tuple[torch.Tensor, int]]] = {}  # the weights each model of the process holds now
         self.holders: Counter[int] = Counter()  # stand-ins alive here for each model of the process
         self.unheld: list[int] = []  # models no stand-in holds any more, dropped there with the next build
@@ -157,15 +156,15 @@ class SandboxedTask:
             self.unheld.append(index)
 
     @classmethod
-    def start(cls, process: CandidateChannel, seconds_left: Callable[[], float], source: str) -> SandboxedProgram:
-        """Load ``source`` in ``process``; the program's stand-in.
+    def start(cls, process: CandidateChannel, seconds_left: Callable[[], float], limit_bytes: int, source: str) -> SandboxedProgram:
+        """Load ``source`` in ``process``; the program's stand-in (the arguments as the class takes them).
 
         Raises:
             TaskFailure: the program did not load (or define ``Model``, ``get_inputs``, ``get_init_inputs``).
         """
-        task = cls(process, seconds_left)
+        task = cls(process, seconds_left, limit_bytes)
         reply = task.ask("loading the task's program", "task_load", source)
-        reading = _Reading("loading the task's program")
+        reading = _Reading("loading the task's program", task.limit_bytes)
         described = reply.get("constants")
         if not isinstance(described, dict):
             raise reading.refuse("a malformed description of its constants")
@@ -203,7 +202,7 @@ class SandboxedTask:
     def values(self, what: str, *command: Any) -> tuple[list[Any], dict[str, Any]]:
         """The values a command hands back (checked, then copied here), and its reply."""
         reply = self.ask(what, *command)
-        reading = _Reading(what)
+        reading = _Reading(what, self.limit_bytes)
         described = reply.get("values")
         if not isinstance(described, list):
             raise reading.refuse("a malformed description of its values")

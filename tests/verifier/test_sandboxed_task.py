@@ -16,8 +16,10 @@ import torch
 
 from kernelgym.tasks import load_suite
 from kernelgym.verifier import VerifierConfig
-from kernelgym.verifier.sandboxed_task import TASK_BYTES_LIMIT, SandboxedProgram, SandboxedTask, TaskFailure, _Reading
+from kernelgym.verifier.sandboxed_task import SandboxedProgram, SandboxedTask, TaskFailure, _Reading
 from kernelgym.verifier.task_side import NotPlainValue, describe
+
+LIMIT = 16 * 1024**3  # bytes of tensors one reply may describe (the default memory limit of a task's process)
 
 
 def built_ahead(suite: dict, _items: list) -> list:
@@ -28,7 +30,7 @@ def built_ahead(suite: dict, _items: list) -> list:
 def test_plain_values_are_described_and_read_back() -> None:
     tensors: list[torch.Tensor] = []
     described = describe([torch.zeros(2, 3), (3, [4, "same"]), None, True, 0.5], tensors)
-    reading = _Reading("get_inputs()")
+    reading = _Reading("get_inputs()", LIMIT)
     values = [reading.value(item) for item in described]
     assert values[1:] == [(3, [4, "same"]), None, True, 0.5]
     assert [(t.shape, t.dtype, t.device.type) for t in reading.tensors] == [(torch.Size([2, 3]), torch.float32, "meta")]
@@ -65,11 +67,11 @@ def _nested(depth: int) -> dict[str, object]:
     ({"list": [{"value": 1}] * 20_000}, "more than"),
 ])
 def test_a_description_the_judge_does_not_take_is_refused_before_any_memory_is_made(item: object, why: str) -> None:
-    reading = _Reading("get_inputs()")
+    reading = _Reading("get_inputs()", LIMIT)
     with pytest.raises(TaskFailure, match=why) as refused:
         reading.value(item)
     assert not refused.value.process_lost and "\n" not in str(refused.value)
-    assert sum(t.numel() * t.element_size() for t in reading.tensors) <= TASK_BYTES_LIMIT
+    assert sum(t.numel() * t.element_size() for t in reading.tensors) <= LIMIT
 
 
 @pytest.mark.parametrize("weights", ["fixed", "redrawn"])
@@ -112,7 +114,7 @@ class _FakeTaskProcess:
 
 def test_weights_go_to_the_task_s_process_when_they_changed_and_models_let_go_are_dropped() -> None:
     process = _FakeTaskProcess()
-    program = SandboxedProgram(SandboxedTask(process, lambda: 10.0), {"dim": 2})  # type: ignore[arg-type]
+    program = SandboxedProgram(SandboxedTask(process, lambda: 10.0, LIMIT), {"dim": 2})  # type: ignore[arg-type]
     model = program.Model()
     sent = []
     for change in (False, False, True, False):
