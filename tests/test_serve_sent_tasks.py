@@ -147,6 +147,10 @@ def test_a_hostile_task_gets_a_one_line_reason_and_leaves_nothing_behind(server:
     assert not list(judge_dir(cache_dir).glob(f"planted-{token}*"))
     shadow = Path("/etc/shadow").read_text().splitlines()[:1] if os.access("/etc/shadow", os.R_OK) else []
     assert not [line for line in shadow if line and line in json.dumps(reasons)]
+    for variant in ({"__task__": 1}, {"Model": 1}, {"undefined": 1}):  # a request's shapes set module constants only
+        code, reply = _call(server.url, {"task": {"source": _task(), "variants": [variant]}, "answer": TASK.solution("cpp"),
+                                         "config": FAST})
+        assert reply["result"]["status"] == "judge_error" and "module constants" in reply["result"]["judge_reason"]
     code, reply = _call(server.url, {"task": _task(), "answer": TASK.solution("cpp"), "config": FAST})
     assert reply["result"]["status"] == "ok", reply["result"]
 

@@ -142,6 +142,8 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
     base = {key: getattr(h.reference, key) for shape, _ in shapes for key in shape if hasattr(h.reference, key)}
     for variant, _ in shapes:
         unknown = [key for key in variant if not hasattr(h.reference, key)]
+        if unknown and job.task.sandboxed:
+            raise TaskFailure(f"a shape variant sets {unknown[0]!r}, which is none of the task's module constants")
         if unknown:
             raise Verdict(Status.RUNTIME_ERROR, [f"Task error: variant sets {unknown[0]!r}, which the task does not define."])
     shapes = _same_models_first(h, shapes, base)

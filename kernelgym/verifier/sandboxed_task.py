@@ -261,9 +261,14 @@ class SandboxedProgram:
     """
 
     def __init__(self, task: SandboxedTask, constants: dict[str, Any]) -> None:
-        self.__task__ = task
-        for name, value in constants.items():
-            setattr(self, name, value)
+        object.__setattr__(self, "__task__", task)
+        self.__dict__.update(constants)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A shape variant (the request's own, for a sent task) sets module constants: never the stand-in's functions.
+        if name.startswith("__") or name not in vars(self):
+            raise TaskFailure(f"a shape variant sets {name[:60]!r}, which is none of the task's module constants")
+        object.__setattr__(self, name, value)
 
     def Model(self, *init_inputs: Any) -> SandboxedModel:  # noqa: N802 (the task program's name)
         """``Model(*init_inputs)``, built in the task's process from the current seed."""

@@ -131,3 +131,12 @@ def test_weights_go_to_the_task_s_process_when_they_changed_and_models_let_go_ar
     gc.collect()
     program.Model()
     assert process.commands[-2][0] == "task_build" and process.commands[-2][4] == [0]  # its models to drop
+
+
+@pytest.mark.parametrize("name", ["Model", "get_inputs", "__task__", "__class__", "not_defined"])
+def test_a_shape_variant_sets_only_the_task_s_module_constants(name: str) -> None:
+    program = SandboxedProgram(SandboxedTask(_FakeTaskProcess(), lambda: 10.0, LIMIT), {"dim": 2})  # type: ignore[arg-type]
+    program.dim = 3
+    with pytest.raises(TaskFailure, match="none of the task's module constants"):
+        setattr(program, name, 1)
+    assert vars(program)["dim"] == 3 and callable(program.Model)
