@@ -11,9 +11,10 @@ Holds:
 A task sent to a served judge is untrusted code, as an answer is: it runs confined, in a
 process made like the candidate's (:mod:`kernelgym.verifier.task_side`), and hands back plain
 data only. Each reply describes its values in JSON; this side checks the description (exact
-kinds, dtypes from a fixed list, shapes, a bound on items, nesting and bytes) before it makes
-sealed buffers of the accepted sizes, into which the process copies the values; they are
-then copied out of the shared memory. A reply that breaks any of this, a process that
+kinds, dtypes from a fixed list, shapes, bounds on items and nesting, and no more bytes of
+tensors than the task's process may hold) before it makes sealed buffers of the accepted
+sizes, into which the process copies the values; they are then copied out of the shared
+memory. A reply that breaks any of this, a process that
 crashes or does not answer within the stage's budget, ends the judgement with the task's
 failure (``judge_error``: not the answer's), and the process with everything it started is
 killed when the judgement ends. The judge keeps its own logic as for a trusted task (the
