@@ -197,7 +197,7 @@ class CandidateProcess:
             raise CandidateCrash(self._crash_reason()) from exc
         try:
             reply = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
             raise CandidateProtocolError("the candidate wrote bytes that are not a reply on the judge's channel") from None
         if not isinstance(reply, dict):
             raise CandidateProtocolError("the candidate wrote bytes that are not a reply on the judge's channel")

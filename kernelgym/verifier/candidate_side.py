@@ -44,6 +44,7 @@ from kernelgym.verifier.candidate_objects import NotPlainOutput, detach, inert, 
 from kernelgym.verifier.compare import leaf_meta
 from kernelgym.verifier.guard import AtenGuard, GlobalState
 from kernelgym.verifier.placement import declared_constants, transfer_state
+from kernelgym.verifier.task_side import TaskCommands
 
 BLOCKED_MODULES = ("numpy", "cupy", "jax", "scipy", "numba")
 """Host (and foreign) array libraries a candidate process cannot import: they would compute outputs outside the guards."""
@@ -94,10 +95,10 @@ def map_shared(spec: SharedTensor, memory: torch.Tensor) -> torch.Tensor:
     return memory[spec.offset:spec.offset + size].view(dtype).as_strided(spec.size, spec.stride)
 
 
-def error_line(exc: BaseException) -> str:
-    """``Type: message (candidate line N)``, trimmed, for feedback."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "candidate_" in f.filename]
-    where = f" (candidate line {frames[-1].lineno})" if frames else ""
+def error_line(exc: BaseException, program: str = "candidate") -> str:
+    """``Type: message (candidate line N)``, trimmed, for feedback (``program``: the module name's prefix, see :func:`load_module`)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f"{program}_" in f.filename]
+    where = f" ({program} line {frames[-1].lineno})" if frames else ""
     text = f"{type(exc).__name__}: {exc}".strip()
     return (text[:1500] + " ...") if len(text) > 1500 else text + where
 
@@ -259,8 +260,8 @@ class _Allocator(torch.nn.Module):
         return [torch.empty_like(t) for t in self.like]
 
 
-class CandidateSide:
-    """The candidate process's side of the judge protocol.
+class CandidateSide(TaskCommands):
+    """The candidate process's side of the judge protocol (and, in a process of its own, a task's: :class:`TaskCommands`).
 
     Args:
         backend: the target backend (its build hooks, device, synchronization).
@@ -272,6 +273,7 @@ class CandidateSide:
     """
 
     def __init__(self, backend: Backend, work_dir: Path, build_root: Path, observer: Any = None, watch_state: bool = True) -> None:
+        super().__init__()
         self.backend = backend
         self.observer = observer
         self.work_dir = work_dir

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -50,7 +49,8 @@ from kernelgym.verifier.reference_builds import ReferenceBuilds
 from kernelgym.verifier.result import Status, Violation
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.sampled_compute import sample_forward
-from kernelgym.verifier.trial_inputs import SharedBuffers
+from kernelgym.verifier.sandboxed_task import SandboxedProgram, SandboxedTask, TaskFailure
+from kernelgym.verifier.trial_inputs import send_shared
 
 __all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "require_ok", "share_buffers", "mismatch_verdict", "redrawable_state", "tolerances",
            "perf_counter"]
@@ -147,7 +147,7 @@ class Harness:
         self.progress = progress
         self.device = backend.device()
         self.builds: list[BuildRecord] = []
-        self.reference: ModuleType | None = None
+        self.reference: ModuleType | SandboxedProgram | None = None  # the task's program (a stand-in when sandboxed)
         self.kernel_calls = 0
         self.baseline: dict[str, Any] = {}
         self.bound: tuple | None = None
@@ -224,14 +224,7 @@ class Harness:
     # --- build ----------------------------------------------------------------------------------
 
     def load(self) -> None:
-        task = self.job.task
-        try:
-            self.reference = load_module("reference", task.source, self.work_dir)
-            for name in ("Model", "get_inputs", "get_init_inputs"):
-                if not hasattr(self.reference, name):
-                    raise AttributeError(f"the task program does not define {name}")
-        except Exception as exc:  # the task itself is broken: not the candidate's fault
-            raise Verdict(Status.RUNTIME_ERROR, [f"Task error in {task.id}: {type(exc).__name__}: {exc}"]) from None
+        self.load_task()
         reply = self.ask("load", self.job.code)
         self.builds = [BuildRecord(str(k), float(s), bool(h)) for k, s, h in reply.get("builds", [])]
         require_ok(reply)
@@ -241,6 +234,31 @@ class Harness:
         self.check_libraries()
         self.baseline = self.candidate.process_state()
         self.cpus = max(1, len(self.baseline.get("affinity") or [None]))
+
+    def load_task(self) -> None:
+        """The task's program: a trusted task's (a suite's) imported here; an untrusted one's loaded in a process of
+        its own made like the candidate's, never here (:mod:`~kernelgym.verifier.sandboxed_task`), each request to it
+        given what is left of the stage's budget and at most the check stage's floor (its program builds nothing), each
+        reply at most the memory its process may hold."""
+        task = self.job.task
+        if task.sandboxed:
+            if self.twin is None:
+                raise TaskFailure("this judge starts no process for a task's program, and runs none in its own")
+            self.reference = SandboxedTask.start(self.twin(), lambda: min(self.deadline - perf_counter(), self.config.timeouts.check),
+                                                 int(self.config.memory_limit_gb * 1024**3), task.source)
+            return
+        try:
+            self.reference = load_module("reference", task.source, self.work_dir)
+            for name in ("Model", "get_inputs", "get_init_inputs"):
+                if not hasattr(self.reference, name):
+                    raise AttributeError(f"the task program does not define {name}")
+        except Exception as exc:  # the task itself is broken: not the candidate's fault
+            raise Verdict(Status.RUNTIME_ERROR, [f"Task error in {task.id}: {type(exc).__name__}: {exc}"]) from None
+
+    def close(self) -> None:
+        """Kill the process of a sandboxed task's program, if one runs."""
+        if isinstance(self.reference, SandboxedProgram):
+            self.reference.__task__.close()
 
     def construct_ahead(self) -> None:
         """Construct ``ModelNew`` once with the task's own init inputs, without weights, so that every build its
@@ -384,7 +402,7 @@ class Harness:
         channel instead, a GEMM task's 8192 x 8192 weights cost about half a second per transfer.
         """
         state = {name: value.detach() for name, value in reference.state_dict().items()}
-        shared = _send_shared(self.candidate, list(state.values()), on_host=True, fill=True)
+        shared = send_shared(self.candidate, list(state.values()), on_host=True, fill=True)
         return dict(zip(state, shared.remote, strict=True))
 
     def initial_reference(self, seed: int | None = None) -> torch.nn.Module:
@@ -583,21 +601,6 @@ def _cpu_delta(before: dict[int, float], after: dict[int, float]) -> tuple[float
     return sum(deltas), max(deltas, default=0.0)
 
 
-def _send_shared(channel: CandidateChannel, values: list[Any], on_host: bool = False, fill: bool = False) -> SharedBuffers:
-    """:meth:`SharedBuffers.share` of ``values``, filled with them if ``fill``; the memfd is sent to ``channel``'s process
-    now (it arrives with the next command) and only the judge's mapping is kept."""
-    shared = SharedBuffers.share(values, on_host=on_host)
-    if fill:
-        for mine, value in zip(shared.local, values, strict=True):
-            mine.copy_(value)
-    if shared.descriptor is not None:
-        try:
-            channel.send_descriptors([shared.descriptor])
-        finally:
-            os.close(shared.descriptor)
-    return shared
-
-
 def share_buffers(channel: CandidateChannel, inputs: list[Any], outputs: list[Any]) -> tuple[list[Any], list[Any], tuple[list[Any], list[Any]]]:
     """Buffers shaped like ``inputs`` and ``outputs``, shared with ``channel``'s process for its next ``bind``.
 
@@ -606,7 +609,7 @@ def share_buffers(channel: CandidateChannel, inputs: list[Any], outputs: list[An
     command carries (the buffers as the other process maps them: inputs, outputs).
     """
     leaves = [leaf if isinstance(leaf, torch.Tensor) else None for leaf in outputs]
-    shared = _send_shared(channel, [*inputs, *leaves])
+    shared = send_shared(channel, [*inputs, *leaves])
     count = len(inputs)
     return shared.local[:count], shared.local[count:], (shared.remote[:count], shared.remote[count:])
 

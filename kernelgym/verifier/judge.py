@@ -43,6 +43,7 @@ from kernelgym.verifier.kernel_share import profile_kernels
 from kernelgym.verifier.presets import contract_preset
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status, Violation
 from kernelgym.verifier.rules import runtime
+from kernelgym.verifier.sandboxed_task import TaskFailure
 from kernelgym.verifier.timing_stage import time_stage
 from kernelgym.verifier.trial_inputs import draw_inputs
 
@@ -145,6 +146,8 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
     base = {key: getattr(h.reference, key) for shape, _ in shapes for key in shape if hasattr(h.reference, key)}
     for variant, _ in shapes:
         unknown = [key for key in variant if not hasattr(h.reference, key)]
+        if unknown and job.task.sandboxed:
+            raise TaskFailure(f"a shape variant sets {unknown[0]!r}, which is none of the task's module constants")
         if unknown:
             raise Verdict(Status.RUNTIME_ERROR, [f"Task error: variant sets {unknown[0]!r}, which the task does not define."])
     shapes = _same_models_first(h, shapes, base)
@@ -174,8 +177,8 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
             del probe
         except Verdict:
             raise
-        except Exception:
-            if declared:
+        except Exception as exc:
+            if declared or isinstance(exc, TaskFailure) and exc.process_lost:
                 raise
             continue  # a derived shape the reference itself cannot run: not a shape of this task
         seen: set[tuple] = set()
@@ -239,6 +242,13 @@ def _judged(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_d
     backend = get_backend(job.backend)
     progress = Progress(seconds={"extract": job.extract_seconds, "inspect": job.inspect_seconds})
     h = Harness(job, backend, candidate, build_root, work_dir, on_stage, progress, twin, quiet)
+    try:
+        return _judged(h, job, backend, progress)
+    finally:
+        h.close()  # a sandboxed task's process, with everything it started
+
+
+def _judged(h: Harness, job: JudgeJob, backend: Backend, progress: Progress) -> EvalResult:
     status, details, violations, lead = Status.OK, [], (), ""
     timeouts = job.config.timeouts
     try:
@@ -261,6 +271,8 @@ def _judged(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_d
         status, details, violations, lead = verdict.status, verdict.details, verdict.violations, verdict.lead
     except BuildsDeferred:  # the job goes back to the build workers, and comes back
         raise
+    except TaskFailure as exc:  # a sandboxed task's program failed: the task's fault, never the answer's
+        status, details = Status.JUDGE_ERROR, [f"The task's program failed: {exc}"]
     except torch.cuda.OutOfMemoryError as exc:  # torch's first line says how much was asked for and how much was free
         status, details = Status.RUNTIME_ERROR, ["The judge ran out of device memory for this task's reference and buffers.",
                                                  *str(exc).strip().splitlines()[:1]]
