@@ -6,7 +6,6 @@ Holds:
     Verdict: raised inside a stage to end the evaluation with a status.
     Progress: what the stages learned so far.
     illegal_verdict / mismatch_verdict: verdicts with a runtime rule.
-    tolerances: the task's or the config's tolerances.
     clone_values: copies of the tensors among some values.
     redrawable_state: the parameters and buffers a weights redraw moves.
 """
@@ -44,7 +43,7 @@ from kernelgym.verifier.guard import compute_ops
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.mapped_code import RUNTIME_FILES, Places, installed
 from kernelgym.verifier.placement import covered_names
-from kernelgym.verifier.presets import contract_preset, get_preset
+from kernelgym.verifier.presets import contract_preset, get_preset, tolerances
 from kernelgym.verifier.reference_builds import ReferenceBuilds
 from kernelgym.verifier.result import Status, Violation
 from kernelgym.verifier.rules import runtime
@@ -52,7 +51,7 @@ from kernelgym.verifier.sampled_compute import sample_forward
 from kernelgym.verifier.sandboxed_task import SandboxedProgram, SandboxedTask, TaskFailure
 from kernelgym.verifier.trial_inputs import send_shared
 
-__all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "require_ok", "share_buffers", "mismatch_verdict", "redrawable_state", "tolerances",
+__all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "require_ok", "share_buffers", "mismatch_verdict", "redrawable_state",
            "perf_counter"]
 
 SAMPLED_FROM_SPEEDUP = 0.5
@@ -636,18 +635,3 @@ def mismatch_verdict(mismatch: Mismatch, context: str, rule: str) -> Verdict:
 
 CHECK_MODES = ((False, False), (True, True), (False, True))
 """The ``(training, grad)`` modes the checked calls of one shape cycle through (the timed calls use the first)."""
-
-
-KERNELBENCH_TOLERANCE = 1e-4
-"""KernelBench's ``atol`` and ``rtol`` for fp32 outputs (its evaluator's ``get_tolerance_for_precision``; 1e-2 for fp16
-and bf16, as ``low_precision_tol``; its v0 and v0.1 used 1e-2 for all): the least the ``kernelbench`` preset uses."""
-
-
-def tolerances(job: JudgeJob) -> tuple[float, float]:
-    """The task's own tolerances, else the config's (at least KernelBench's under the ``kernelbench`` preset)."""
-    task, config = job.task, job.config
-    floor = KERNELBENCH_TOLERANCE if config.rules == "kernelbench" else 0.0
-    return (
-        task.atol if task.atol is not None else max(config.atol, floor),
-        task.rtol if task.rtol is not None else max(config.rtol, floor),
-    )

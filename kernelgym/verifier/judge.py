@@ -243,12 +243,12 @@ def _judged(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_d
     progress = Progress(seconds={"extract": job.extract_seconds, "inspect": job.inspect_seconds})
     h = Harness(job, backend, candidate, build_root, work_dir, on_stage, progress, twin, quiet)
     try:
-        return _judged(h, job, backend, progress)
+        return _stages(h, job, backend, progress)
     finally:
         h.close()  # a sandboxed task's process, with everything it started
 
 
-def _judged(h: Harness, job: JudgeJob, backend: Backend, progress: Progress) -> EvalResult:
+def _stages(h: Harness, job: JudgeJob, backend: Backend, progress: Progress) -> EvalResult:
     status, details, violations, lead = Status.OK, [], (), ""
     timeouts = job.config.timeouts
     try:
