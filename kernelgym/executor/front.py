@@ -153,7 +153,10 @@ class Verifier:
         jobs = [replace(p, build_only=True) for p in prepared if isinstance(p, JudgeJob)]
         submit = getattr(self.executor, "submit", None)
         built = iter([f.result() for f in [submit(job) for job in jobs]] if submit is not None else self.executor.run_many(jobs))
-        return [next(built) if isinstance(p, JudgeJob) else p for p in prepared]
+        results = [next(built) if isinstance(p, JudgeJob) else p for p in prepared]
+        # An answer illegal by a rule KernelBench's contract lacks was built for that contract's judgement; it stays illegal.
+        return [p.strict_rejection if isinstance(p, JudgeJob) and p.strict_rejection is not None else r
+                for p, r in zip(prepared, results, strict=True)]
 
     def evaluate_many(self, pairs: Iterable[tuple[Task, str]]) -> list[EvalResult]:
         """Judge many answers, in the order given, in parallel (through :meth:`submit` where the executor has futures)."""

@@ -124,8 +124,10 @@ def test_an_answer_illegal_only_by_a_rule_kernelbench_lacks_is_judged_under_its_
     kernelbench_expected = re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1)
     task = cpu_suite[fields["task"]]
     with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        built = verifier.build_many([(task, text)])[0]
         result = verifier.evaluate(task, text)
         patched = verifier.evaluate(task, text.replace("super().__init__()", "super().__init__()\n        torch.relu = torch.sigmoid"))
+    assert built.status is Status.ILLEGAL and built.kernelbench_status is None  # built ahead, still the strict verdict
     assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
     assert result.kernelbench_differs_by == "`global-flags`" and {v.rule for v in result.violations} == {"global-flags"}
     assert result.kernelbench_speedup_eager is not None and result.kernelbench_speedup_eager > 0 and result.score == 0.0
