@@ -306,6 +306,20 @@ class CandidateSide(TaskCommands):
     def cmd_ping(self) -> dict[str, Any]:
         return {"ok": True}
 
+    def cmd_reuse(self) -> dict[str, Any]:
+        """From now on, on a host, torch's freed memory is handed out again most recently freed first, per size.
+
+        Said to both processes of a host's timed calls (the candidate's and the reference's twin) just before
+        them. glibc hands out the free chunks of a size oldest first: a process whose history left several free
+        chunks of a call's buffer size moves each call's temporaries and outputs through all of them in turn, and
+        ran the same forward 25-45% slower than one that reused one chunk (``benchmarks/results/calibration.md``).
+        Reused most recently freed first, every call of both processes works in the same few blocks, whatever
+        either process did before.
+        """
+        if self.device.type != "cpu" or self.observer is None:
+            return {"ok": True, "reusing": False}
+        return {"ok": True, "reusing": self.observer.reuse_host_blocks(True)}
+
     def cmd_load(self, code: str) -> dict[str, Any]:
         """Import the answer (the build hooks of :meth:`serve` route its builds to the trusted side)."""
         try:

@@ -118,6 +118,9 @@ def time_stage(h: Harness) -> None:
         h.bind(inputs, expected)
         twin = _start_twin(h, reference, inputs, expected)
         del expected
+        if twin is not None:  # from here on both processes hand freed host memory out alike (CandidateSide.cmd_reuse)
+            h.reuse_freed_memory()
+            twin.reuse()
         # On a device, no process of this worker starts beside the timed calls (the next job's candidate, forked
         # ahead, creates its device context while it starts); on a host, spares start on other CPUs.
         h.quiet()
