@@ -481,7 +481,7 @@ class Harness:
     def reuse_freed_memory(self) -> None:
         """From now on the candidate's process hands out freed host memory again most recently freed first
         (:meth:`~kernelgym.verifier.candidate_side.CandidateSide.cmd_reuse`), as the reference's twin does."""
-        _require_ok(self.ask("reuse"))
+        require_ok(self.ask("reuse"))
 
     def call(self, inputs: list[Any], training: bool, grad: bool, python_guard: bool = True) -> tuple[dict[str, Any], float]:
         """One candidate call on ``inputs`` (copied into the shared buffers); returns its reply and the judge's own ms.
