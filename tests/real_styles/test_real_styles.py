@@ -53,8 +53,8 @@ def test_a_failing_build_in_init_inside_try_is_compiled_once_and_remembered(cach
         after_first = _store_files(cache_dir)
         second = verifier.evaluate(task, text)
     assert first.status is Status.OK and second.status is Status.OK, first.feedback
-    new = {name for name in after_first if name not in before}
-    assert len(new) == 1 and next(iter(new)).endswith(".failed.json")  # the failure, recorded by the trusted side
+    # The failure, recorded once by the trusted side (a fresh cache also gains the worker's own one-time builds).
+    assert len([name for name in after_first if name not in before and name.endswith(".failed.json")]) == 1
     # Built once, in the build stage: the check stage's constructions and the time stage's found it in the store.
     assert first.seconds.check + first.seconds.time < first.seconds.build
     # Judged again: nothing compiled (the record would have been written again), nothing new in the store.
