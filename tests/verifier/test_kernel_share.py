@@ -106,3 +106,14 @@ class ModelNew(torch.nn.Module):
     outcome = run_static_stages(load_suite("cpu")["level1/1_ReLU"], f"```python\n{code}\n```", "cpp", rules=rules)
     assert outcome.rejection is not None
     assert "harness-introspection" in {v.rule for v in outcome.rejection.violations}
+
+
+def test_bench_metrics_average_the_share_of_passing_episodes() -> None:
+    from kernelgym.bench.metrics import Attempt, metric_set
+
+    episodes = {("a", 0): [Attempt("a", 1, 0, 1, "ok", 1.5, own_kernel_share=0.9)],
+                ("b", 0): [Attempt("b", 1, 0, 1, "ok", 1.1, own_kernel_share=0.1)],
+                ("c", 0): [Attempt("c", 1, 0, 1, "incorrect", own_kernel_share=None)]}
+    metrics = metric_set(episodes, ["a", "b", "c"], k=1)
+    assert metrics.own_kernel_share == pytest.approx(0.5) and metrics.lazy == pytest.approx(0.5)
+    assert metric_set({("c", 0): episodes[("c", 0)]}, ["c"], k=1).own_kernel_share is None
