@@ -256,6 +256,7 @@ def kernelgym_record(answer: kbs.Answer, result: Any, wall_s: float, batch_s: fl
         "level": answer.task.level, "task_number": answer.task.problem_id, "batch_s": round(batch_s, 3),
         "kernelbench_verdict": verdict.value if verdict is not None else None,
         "kernelbench_speedup": result.kernelbench_speedup_eager, "kernelbench_differs_by": result.kernelbench_differs_by,
+        "own_kernel_share": result.own_kernel_share,
         "feedback_first_line": _first_line(result.feedback or ""), **answer_facts(answer.program),
     }
 

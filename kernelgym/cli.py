@@ -258,15 +258,12 @@ def _serve(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get(TOKEN_ENV) or None
     check_exposure(args.host, token)  # before any worker starts
     service = JudgeService(backends, executor=args.executor, num_workers=args.workers, cache_dir=args.cache_dir,
-                           queue_size=args.queue_size, suites=args.suite or (), trust_task_sources=args.trust_task_sources,
-                           **options)
+                           queue_size=args.queue_size, suites=args.suite or (), **options)
     try:
         if not args.no_warm_up:
             print(f"kernelgym serve: warming up the {', '.join(backends)} workers (one-time builds included)", file=sys.stderr)
             service.warm_up()
         auth = "bearer token required" if token else "no token: loopback only"
-        if args.trust_task_sources:
-            auth += "; task sources trusted: they run unconfined in the judge's workers"
         print(f"kernelgym serve: judging {', '.join(backends)} on http://{args.host}:{args.port} ({auth})", file=sys.stderr)
         serve_forever(service, args.host, args.port, token)
     finally:
@@ -297,11 +294,9 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--token", default=None,
                        help=f"bearer token clients must send (default: ${TOKEN_ENV}; required beyond loopback)")
     serve.add_argument("--suite", action="append", default=None,
-                       help="a suite whose tasks clients may name or send, beside the bundled ones (repeat for more), "
-                       "e.g. kernelbench:/data/KernelBench")
-    serve.add_argument("--trust-task-sources", action="store_true",
-                       help="also judge tasks sent as any source text; their code runs unconfined in the judge's "
-                       "trusted workers, so only for trusted clients on a trusted network")
+                       help="a suite whose tasks clients may name, beside the bundled ones (repeat for more), e.g. "
+                       "kernelbench:/data/KernelBench; a task sent as source that is none of the served ones runs "
+                       "only sandboxed, like an answer")
     serve.add_argument("--no-warm-up", action="store_true", help="do not judge a bundled answer per backend at start")
     serve.set_defaults(func=_serve)
 

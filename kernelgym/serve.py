@@ -4,7 +4,7 @@ Holds:
     RequestError: a request the service cannot take (HTTP 400), with a one-line reason.
     ServiceBusy: the queue is full (HTTP 429) or the service is stopping (HTTP 503); says when to try again.
     JudgeRequest: one answer to judge, parsed from its JSON body.
-    ServedTasks: the tasks a server judges (its suites), found by suite and id or by their exact source.
+    ServedTasks: the tasks a server judges: its suites' (by suite and id, or by their exact source), and sent ones, sandboxed.
     parse_request: a :class:`JudgeRequest` from a JSON body (task by suite and id, or as source text), settings bounded.
     check_exposure: refuse to listen beyond loopback without a bearer token.
     JudgeService: the judge itself: one executor per backend, a bounded queue, results by id, counts.
@@ -17,8 +17,8 @@ backend (``local`` by default, ``ray`` for a cluster), so every request may
 bring its own rules preset, weights contract and budgets while the workers stay
 warm. ``kernelgym.executor.remote.RemoteExecutor`` is its client. The server
 library, aiohttp, is the ``serve`` extra, imported only when a server starts.
-Every request is untrusted: only the server's own tasks are judged (:class:`ServedTasks`), and settings
-are bounded (``kernelgym.verifier.config.check_bounds``).
+Every request is untrusted: a task it sends that the server does not hold runs only sandboxed
+(:class:`ServedTasks`), and settings are bounded (``kernelgym.verifier.config.check_bounds``).
 """
 
 from __future__ import annotations
@@ -102,25 +102,28 @@ def _suite(name: str) -> TaskSuite:
 
 
 class ServedTasks:
-    """The tasks a server judges: those of the bundled suites and of ``suites`` (``load_suite`` specs).
+    """The tasks a server judges: those of the bundled suites and of ``suites`` (``load_suite`` specs), and any task
+    a request sends as source.
 
-    A reference program runs in the trusted side of a worker, unconfined, so a request may only name a served
-    task, or send one's exact source: it is then judged by the server's copy (its tolerances and shapes; the
-    request's ``id``, ``name``, ``level``, ``problem_id`` only label the result). ``trust_sources`` also runs
-    any other source (and suite) as the reference: only for clients as trusted as the server.
+    A request names a served task by suite and id, or sends a task's source. A source byte-identical to a
+    served task's is judged by the server's copy (its tolerances and shapes; the request's ``id``, ``name``,
+    ``level``, ``problem_id`` only label the result), which the worker runs as its own. Any other source is
+    untrusted code: it is judged ``sandboxed``, its program run only in a confined process made like the
+    candidate's, which hands back plain data (:mod:`kernelgym.verifier.sandboxed_task`).
 
     Raises:
         TaskError: a suite cannot be loaded.
 
     Example:
         >>> relu = load_suite("cpu")["level1/1_ReLU"]
-        >>> ServedTasks().task({"task": {"source": relu.source, "id": "mine"}}).id
-        'mine'
+        >>> ServedTasks().task({"task": {"source": relu.source, "id": "mine"}}).sandboxed
+        False
+        >>> ServedTasks().task({"task": relu.source + "# mine", "id": "mine"}).sandboxed
+        True
     """
 
-    def __init__(self, suites: Sequence[str] = (), trust_sources: bool = False) -> None:
+    def __init__(self, suites: Sequence[str] = ()) -> None:
         self.specs = tuple(dict.fromkeys([*bundled_suites(), *suites]))
-        self.trust_sources = trust_sources
         self._suites: dict[str, TaskSuite] = {}
         self._by_source: dict[str, list[Task]] = {}
         for spec in self.specs:
@@ -134,17 +137,17 @@ class ServedTasks:
         """The task a request body names: ``suite`` and ``task_id``, or ``task`` (its source, or an object with it).
 
         Raises:
-            RequestError: no such served task, a source that is none of them, or a malformed ``task``.
+            RequestError: no such served task, or a malformed ``task``.
         """
         if "task" not in body:
             if "suite" not in body or "task_id" not in body:
                 raise RequestError('name the task with "suite" and "task_id", or give its source as "task"')
             name = str(body["suite"])
-            if name not in self._suites and not self.trust_sources:
-                raise RequestError(f"this server judges the suites {', '.join(self.specs)}, not {name!r}; "
-                                   "start it with --suite naming that suite")
+            if name not in self._suites:
+                raise RequestError(f"this server judges the suites {', '.join(self.specs)}, not {name!r}: send the "
+                                   'task\'s source as "task", or start the server with --suite naming that suite')
             try:
-                return (self._suites[name] if name in self._suites else _suite(name))[str(body["task_id"])]
+                return self._suites[name][str(body["task_id"])]
             except KernelGymError as exc:
                 raise RequestError(str(exc)) from None
         spec = body["task"]
@@ -152,7 +155,7 @@ class ServedTasks:
             spec = {"source": spec}
         if not isinstance(spec, Mapping) or not isinstance(spec.get("source"), str):
             raise RequestError('"task" must be the task source text or an object with its "source"')
-        unknown = sorted(set(spec) - ({f.name for f in fields(Task)} - {"solutions"}))
+        unknown = sorted(set(spec) - ({f.name for f in fields(Task)} - {"solutions", "sandboxed"}))
         if unknown:
             raise RequestError(f"unknown task field(s): {', '.join(unknown)}")
         labels = {name: spec[name] for name in _LABELS if name in spec}
@@ -165,12 +168,7 @@ class ServedTasks:
             chosen = next((t for t in served if (t.suite, t.id) == (spec.get("suite"), spec.get("id"))),
                           next((t for t in served if t.suite == spec.get("suite")), served[0]))
             return replace(chosen, **labels)
-        if not self.trust_sources:
-            raise RequestError(
-                f"this server judges only the tasks of its suites ({', '.join(self.specs) or 'none'}) and this task's "
-                'source is none of them: send "suite" and "task_id" of a served task, start the server with --suite '
-                "naming the task's suite, or (trusted clients only) with --trust-task-sources")
-        values = {"id": "task", "name": "task", "level": 0, "problem_id": 0, **spec}
+        values = {"id": "task", "name": "task", "level": 0, "problem_id": 0, **spec, "sandboxed": True}
         values["variants"] = tuple(values.get("variants") or ())
         try:
             return Task(**values)
@@ -240,7 +238,6 @@ class JudgeService:
             so builds run ahead of the judges).
         keep_results: finished results kept for ``/v1/results/<id>`` (oldest dropped first).
         suites: suites whose tasks requests may name, beside the bundled ones (see :class:`ServedTasks`).
-        trust_task_sources: also judge any task source, run in the trusted worker (trusted clients only).
         **executor_options: passed to the executor (e.g. ``ray_address``).
 
     Raises:
@@ -258,13 +255,12 @@ class JudgeService:
 
     def __init__(self, backends: Sequence[str] = ("cpp",), executor: str = "local", num_workers: int | None = None,
                  cache_dir: str | None = None, queue_size: int = 64, max_in_flight: int | None = None,
-                 keep_results: int = 10_000, suites: Sequence[str] = (), trust_task_sources: bool = False,
-                 **executor_options: Any) -> None:
+                 keep_results: int = 10_000, suites: Sequence[str] = (), **executor_options: Any) -> None:
         if not backends:
             raise KernelGymError("give the service at least one backend to judge")
         if queue_size < 0:
             raise KernelGymError("the queue size must be at least 0")
-        self.tasks = ServedTasks(suites, trust_task_sources)
+        self.tasks = ServedTasks(suites)
         self.backends = tuple(dict.fromkeys(backends))
         self.executor_name = executor
         self.queue_size = queue_size

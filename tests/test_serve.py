@@ -150,34 +150,33 @@ def test_eval_exits_3_when_the_judge_fails(tmp_path: Path, capsys: pytest.Captur
 
 
 def _hostile_source(marker: Path) -> str:
-    """A task whose module, if it ever ran, would write ``marker`` (the reference runs in the trusted worker)."""
+    """A task whose program writes ``marker`` at import (refused where it runs: in a sandbox, as an answer would be)."""
     return f"import pathlib\npathlib.Path({str(marker)!r}).write_text('written by the task')\n" + TASK.source
 
 
-def test_a_task_source_not_served_is_refused_and_never_runs(server: tuple[JudgeService, RunningServer], tmp_path: Path) -> None:
-    service, running = server
+def test_a_task_source_not_served_runs_only_sandboxed(server: tuple[JudgeService, RunningServer], tmp_path: Path) -> None:
+    _, running = server
     marker = tmp_path / "written-by-the-task"
     hostile = {"task": {"source": _hostile_source(marker), "id": "mine"}, "answer": TASK.solution("cpp"), "config": FAST}
     for path, body in (("/v1/evaluate", hostile), ("/v1/batch", {"requests": [hostile]})):
         status, reply, _ = _call(running.url, path, body, token="s3cret")
-        assert status == 400 and "task_id" in reply["error"] and "--trust-task-sources" in reply["error"]
-        assert "\n" not in reply["error"]
+        result = reply["result"] if "result" in reply else reply["results"][0]
+        assert status == 200 and result["status"] == "judge_error" and result["task_id"] == "mine"
+        assert "PermissionError" in result["judge_reason"] and "\n" not in result["judge_reason"]
     assert not marker.exists()
 
 
 def test_a_sent_task_is_judged_by_the_servers_copy_of_it() -> None:
     loose = ServedTasks().task({"task": {"source": TASK.source, "id": "mine", "atol": 1e30, "rtol": 1e30, "variants": []}})
     assert (loose.id, loose.atol, loose.rtol, loose.variants) == ("mine", TASK.atol, TASK.rtol, TASK.variants)
-    assert loose.source == TASK.source and loose.suite == "cpu"
-    edited = {"task": {"source": TASK.source + "\n# edited\n", "id": "edited"}}
-    with pytest.raises(KernelGymError, match="task_id"):
-        ServedTasks().task(edited)
-    assert ServedTasks(trust_sources=True).task(edited).id == "edited"  # the opt-in: sources run as sent
+    assert loose.source == TASK.source and loose.suite == "cpu" and not loose.sandboxed
+    edited = ServedTasks().task({"task": {"source": TASK.source + "\n# edited\n", "id": "edited"}})
+    assert edited.id == "edited" and edited.sandboxed  # any other source: judged, its program run sandboxed only
     with pytest.raises(KernelGymError, match="--suite"):
         ServedTasks().task({"suite": str(REPO / "kernelgym/tasks/suites/cpu"), "task_id": TASK.id})
 
 
-def test_a_client_sending_a_task_file_the_server_does_not_serve_gets_the_reason(
+def test_a_client_sending_a_task_file_the_server_does_not_serve_gets_it_judged_sandboxed(
         server: tuple[JudgeService, RunningServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     from kernelgym.cli import main
@@ -187,13 +186,13 @@ def test_a_client_sending_a_task_file_the_server_does_not_serve_gets_the_reason(
     task_file, answer = tmp_path / "my_task.py", tmp_path / "answer.py"
     task_file.write_text(_hostile_source(tmp_path / "written-by-the-task"))
     answer.write_text(TASK.solution("cpp"))
-    assert main(["eval", str(answer), "--task", str(task_file), "--server", running.url]) == 2
-    error = capsys.readouterr().err
-    assert "rejected the request" in error and "task_id" in error and len(error.strip().splitlines()) == 1
+    assert main(["eval", str(answer), "--task", str(task_file), "--server", running.url, "--no-timing", "--json"]) == 3
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["status"] == "judge_error" and printed["judge_reason"].startswith("The task's program failed")
     assert not (tmp_path / "written-by-the-task").exists()
-    served_copy = tmp_path / "1_ReLU.py"  # a file byte-identical to a served task is judged
-    served_copy.write_text(TASK.source)
-    assert main(["eval", str(answer), "--task", str(served_copy), "--server", running.url, "--no-timing"]) == 0
+    own_copy = tmp_path / "1_ReLU.py"  # the served task's program with a line of its own: judged, sandboxed
+    own_copy.write_text(TASK.source + "\n# mine\n")
+    assert main(["eval", str(answer), "--task", str(own_copy), "--server", running.url, "--no-timing"]) == 0
 
 
 @pytest.mark.parametrize(("config", "field"), [

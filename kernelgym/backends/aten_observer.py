@@ -1,7 +1,8 @@
 """A runtime guard below Python: every ATen operator the dispatcher runs, recorded from C++.
 
 Holds:
-    AtenObserver: arm/disarm/ops over a global ``at::RecordFunction`` callback; ``record_to`` a judge's memfd.
+    AtenObserver: arm/disarm/ops over a global ``at::RecordFunction`` callback; ``record_to`` a judge's memfd;
+        ``reuse_host_blocks``, the host allocator the timed calls of both host processes run with.
     RECORD_BYTES / read_record: the size of the judge's sealed memfd for that record, and its reading (the names of one arming, or ``None``).
     load_observer: build (once per build cache) and load the observer extension.
     observer_built: whether that build is already done.
@@ -47,11 +48,14 @@ SAMPLING = 0.1
 OBSERVER_SOURCE = r"""
 #include <torch/extension.h>
 #include <ATen/record_function.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <unistd.h>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -125,6 +129,84 @@ std::vector<std::string> ops() {
     std::lock_guard<std::mutex> lock(names_mutex);
     return names;
 }
+
+// Host memory the timed calls reuse, most recently freed first, per size (see reuse_host_blocks in Python).
+namespace {
+constexpr size_t kMaxKeptBytes = size_t(4) << 30;  // beyond this much kept, freed blocks go back to the C allocator
+std::mutex blocks_mutex;
+std::unordered_map<void*, size_t> block_sizes;      // every block this allocator handed out, live or kept
+std::unordered_map<size_t, std::vector<void*>> kept_blocks;
+size_t kept_bytes = 0;
+bool reusing = false;
+
+void release_block(void* data) {
+    std::lock_guard<std::mutex> lock(blocks_mutex);
+    auto it = block_sizes.find(data);
+    if (it == block_sizes.end()) {  // not one of ours: never happens (only blocks from allocate carry this deleter)
+        c10::free_cpu(data);
+        return;
+    }
+    const size_t size = it->second;
+    if (reusing && kept_bytes + size <= kMaxKeptBytes) {
+        kept_blocks[size].push_back(data);
+        kept_bytes += size;
+        return;
+    }
+    block_sizes.erase(it);
+    c10::free_cpu(data);
+}
+
+struct ReusingCPUAllocator final : public c10::Allocator {
+    c10::DataPtr allocate(size_t n) override {
+        void* data = nullptr;
+        if (n != 0) {
+            std::lock_guard<std::mutex> lock(blocks_mutex);
+            auto kept = kept_blocks.find(n);
+            if (kept != kept_blocks.end() && !kept->second.empty()) {
+                data = kept->second.back();
+                kept->second.pop_back();
+                kept_bytes -= n;
+            } else {
+                data = c10::alloc_cpu(n);
+                block_sizes[data] = n;
+            }
+        }
+        return {data, data, &release_block, c10::Device(c10::DeviceType::CPU)};
+    }
+    c10::DeleterFnPtr raw_deleter() const override {
+        return &release_block;
+    }
+    void copy_data(void* dest, const void* src, std::size_t count) const override {
+        default_copy_data(dest, src, count);
+    }
+};
+
+ReusingCPUAllocator* reusing_allocator = nullptr;  // never deleted: blocks it handed out may be freed until the process ends
+}  // namespace
+
+bool reuse_host_blocks(bool on) {
+    if (reusing_allocator == nullptr) {
+        reusing_allocator = new ReusingCPUAllocator();
+        c10::SetCPUAllocator(reusing_allocator, /*priority=*/1);
+    }
+    std::vector<void*> freed;
+    {
+        std::lock_guard<std::mutex> lock(blocks_mutex);
+        reusing = on;
+        if (!on) {
+            for (auto& entry : kept_blocks) {
+                for (void* data : entry.second) {
+                    block_sizes.erase(data);
+                    freed.push_back(data);
+                }
+            }
+            kept_blocks.clear();
+            kept_bytes = 0;
+        }
+    }
+    for (void* data : freed) c10::free_cpu(data);
+    return c10::GetCPUAllocator() == reusing_allocator;
+}
 """
 
 
@@ -157,6 +239,11 @@ class AtenObserver:
     def ops(self) -> list[str]:
         """The operator names recorded so far (recording continues)."""
         return list(self.module.ops())
+
+    def reuse_host_blocks(self, on: bool = True) -> bool:
+        """From now on, host memory torch frees is kept and handed out again, the most recently freed block of the
+        same size first (``on=False``: given back to the C allocator). Whether torch allocates through it."""
+        return bool(self.module.reuse_host_blocks(on))
 
     def record_to(self, fd: int) -> bool:
         """From now on, each :meth:`disarm` also writes its record to ``fd`` (a memfd the judge reads), from C++.
@@ -233,7 +320,7 @@ def load_observer(build_root: Path) -> AtenObserver:
             module = cpp_extension.load_inline(
                 name=f"kg_aten_observer_{key}",
                 cpp_sources=[OBSERVER_SOURCE],
-                functions=["arm", "disarm", "ops", "set_record_fd"],
+                functions=["arm", "disarm", "ops", "set_record_fd", "reuse_host_blocks"],
                 extra_cflags=list(CANONICAL_CFLAGS),
                 extra_ldflags=list(CANONICAL_LDFLAGS),
                 extra_include_paths=[str(pch_dir)] if pch_dir else None,

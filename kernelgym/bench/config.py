@@ -172,6 +172,9 @@ class BenchSummary:
             for key in best.kernelbench_contract:
                 label = f"{key} (KernelBench's contract)" if key != "avg_at_k" else f"avg@{self.k} (KernelBench's contract)"
                 lines.append(f"{label:<34}{_fmt(first.kernelbench_contract[key]):>12}{_fmt(best.kernelbench_contract[key]):>12}")
+        if best.own_kernel_share is not None:
+            lines.append(f"{'own-kernel share (profiled, correct)':<34}{_fmt(first.own_kernel_share):>12}{_fmt(best.own_kernel_share):>12}")
+            lines.append(f"{'lazy optimization (of those)':<34}{_fmt(first.lazy):>12}{_fmt(best.lazy):>12}")
         errors = max(first.judge_errors, best.judge_errors)
         if errors:
             lines.append(f"({errors} attempt(s) failed in the judge, not in the answer, and count as failures above: "

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from kernelgym.verifier.kernel_share import LAZY_SHARE
 from kernelgym.verifier.result import is_judge_error
 
 __all__ = [
@@ -63,6 +64,8 @@ class Attempt:
         kernelbench_status: the verdict under KernelBench's own contract (``None``: not judged under the
             ``kernelbench`` preset); see :attr:`~kernelgym.verifier.result.EvalResult.kernelbench_verdict`.
         kernelbench_speedup: the eager speedup under that contract.
+        own_kernel_share: the share of the forward's device time in the answer's own kernels (``None``: not
+            profiled); see :mod:`kernelgym.verifier.kernel_share`.
     """
 
     task_id: str
@@ -76,6 +79,7 @@ class Attempt:
     judge_error: bool = False
     kernelbench_status: str | None = None
     kernelbench_speedup: float | None = None
+    own_kernel_share: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -144,6 +148,8 @@ class MetricSet:
         kernelbench_contract: under the ``kernelbench`` preset, the same episodes judged by KernelBench's own
             contract (:meth:`Attempt.under_kernelbench`): ``avg_at_k`` and ``fast_p`` per threshold (``None``: not
             judged under that preset).
+        own_kernel_share: the mean profiling share of the passing episodes that were profiled (``None``: none);
+        lazy: the share of those below ``lazy_share`` (flagged ``lazy-optimization``).
     """
 
     tasks: int
@@ -161,6 +167,8 @@ class MetricSet:
     hack_rate: float = 0.0
     judge_errors: int = 0
     kernelbench_contract: Mapping[str, float] | None = None
+    own_kernel_share: float | None = None
+    lazy: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A plain-JSON dict."""
@@ -372,6 +380,7 @@ def metric_set(
 
     compile_timed = any(a.speedup_compile is not None for a in outcomes)
     passing = [a for a in outcomes if a.ok]
+    shares = [a.own_kernel_share for a in passing if a.own_kernel_share is not None]
     contract = None
     if considered and all(a.kernelbench_status is not None for a in considered):
         kb_outcomes = [o for o in (best_attempt([a.under_kernelbench() for a in attempts], upto_turn)
@@ -395,6 +404,8 @@ def metric_set(
         hack_rate=_share(sum(a.illegal for a in considered), len(considered)),
         judge_errors=sum(a.judge_error for a in considered),
         kernelbench_contract=contract,
+        own_kernel_share=sum(shares) / len(shares) if shares else None,
+        lazy=_share(sum(s < LAZY_SHARE for s in shares), len(shares)) if shares else None,
     )
 
 

@@ -71,7 +71,7 @@ _WATCHED_LIMITS = ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC", "RLIMIT_CORE", "
 _DESCRIPTORS_FRAME = b"descriptors"
 _MAX_DESCRIPTORS = 16
 # The commands whose call arms the native observer once (see CandidateSide._made_call).
-_OBSERVED_COMMANDS = ("call", "probe")
+_OBSERVED_COMMANDS = ("call", "probe", "profile")
 
 
 class _Pickler(pickle.Pickler):
@@ -197,7 +197,7 @@ class CandidateProcess:
             raise CandidateCrash(self._crash_reason()) from exc
         try:
             reply = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
             raise CandidateProtocolError("the candidate wrote bytes that are not a reply on the judge's channel") from None
         if not isinstance(reply, dict):
             raise CandidateProtocolError("the candidate wrote bytes that are not a reply on the judge's channel")

@@ -98,12 +98,18 @@ class Verifier:
             self._executor = None
 
     def prepare(self, task: Task, text: str) -> EvalResult | JudgeJob:
-        """Run the static stages; return the final result if they reject the answer, else the job for a worker."""
+        """Run the static stages; return the final result if they reject the answer, else the job for a worker.
+
+        Under the ``kernelbench`` preset an answer rejected only for rules KernelBench's contract does not have
+        goes to a worker too, carrying its strict verdict, to be judged under that contract (``strict_rejection``).
+        """
         outcome = run_static_stages(task, text, self.backend, self.config.rules)
-        if outcome.rejection is not None:
-            return outcome.rejection.with_changes(weights=self.config.weights)
+        rejection = outcome.rejection.with_changes(weights=self.config.weights) if outcome.rejection is not None else None
+        if rejection is not None and not (outcome.contract_only and self.config.kernelbench_contract):
+            return rejection
         seeds = tuple(self._rng.randrange(2**31) for _ in range(self.config.trials + 3))
-        return JudgeJob(task, outcome.code, self.backend, self.config, seeds, outcome.seconds.extract, outcome.seconds.inspect)
+        return JudgeJob(task, outcome.code, self.backend, self.config, seeds, outcome.seconds.extract, outcome.seconds.inspect,
+                        strict_rejection=rejection)
 
     def evaluate(self, task: Task, text: str) -> EvalResult:
         """Judge one candidate answer (the full text of an LLM response or bare code)."""
@@ -147,7 +153,10 @@ class Verifier:
         jobs = [replace(p, build_only=True) for p in prepared if isinstance(p, JudgeJob)]
         submit = getattr(self.executor, "submit", None)
         built = iter([f.result() for f in [submit(job) for job in jobs]] if submit is not None else self.executor.run_many(jobs))
-        return [next(built) if isinstance(p, JudgeJob) else p for p in prepared]
+        results = [next(built) if isinstance(p, JudgeJob) else p for p in prepared]
+        # An answer illegal by a rule KernelBench's contract lacks was built for that contract's judgement; it stays illegal.
+        return [p.strict_rejection if isinstance(p, JudgeJob) and p.strict_rejection is not None else r
+                for p, r in zip(prepared, results, strict=True)]
 
     def evaluate_many(self, pairs: Iterable[tuple[Task, str]]) -> list[EvalResult]:
         """Judge many answers, in the order given, in parallel (through :meth:`submit` where the executor has futures)."""

@@ -31,7 +31,7 @@ from kernelgym.backends.cache import BuildCache, default_cache_dir
 from kernelgym.executor.registry import PoolSettings, register_executor
 from kernelgym.executor.sandbox import SandboxPolicy, kill_session, scrubbed_environment
 from kernelgym.verifier.channel import BuildsDeferred
-from kernelgym.verifier.feedback import conclude
+from kernelgym.verifier.feedback import conclude, contract_of_rejected
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status
 
@@ -200,9 +200,10 @@ def failure_result(job: JudgeJob, status: Status, sentence: str, stage: str) -> 
 
     The job counts as compiled when the failure came after the build stage. Status ``judge_error``: the
     judge failed before the answer's code ran (a worker or candidate process that could not start, a lost
-    machine); ``sentence`` becomes its ``judge_reason``, kept out of the feedback.
+    machine); ``sentence`` becomes its ``judge_reason``, kept out of the feedback. A job carrying a strict
+    ``illegal`` verdict (judged under KernelBench's contract only) keeps it, the failure as its contract verdict.
     """
-    return conclude(
+    result = conclude(
         job.task.id,
         job.backend,
         status,
@@ -214,6 +215,7 @@ def failure_result(job: JudgeJob, status: Status, sentence: str, stage: str) -> 
         rules=job.config.rules,
         weights=job.config.weights,
     )
+    return result if job.strict_rejection is None else contract_of_rejected(job.strict_rejection, result)
 
 
 class _WorkerPool:

@@ -38,6 +38,9 @@ class Task:
             reference (``batch_size``, ``dim``, ...) to values that replace them
             before ``get_inputs``/``get_init_inputs`` are called again.
         solutions: bundled honest reference solutions, backend name -> answer text.
+        sandboxed: the source is untrusted (a served judge's request sent it): the judge runs it only in a
+            sandboxed process, as it runs answers, and takes plain data back
+            (:mod:`kernelgym.verifier.sandboxed_task`); never in its own process.
 
     ``variants`` and ``solutions`` hold plain dicts (so a task pickles into worker
     processes) and are left out of the hash.
@@ -53,6 +56,7 @@ class Task:
     rtol: float | None = None
     variants: tuple[Mapping[str, Any], ...] = field(default=(), hash=False)
     solutions: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    sandboxed: bool = False
 
     def solution(self, backend: str) -> str:
         """Return the bundled reference solution for ``backend``.

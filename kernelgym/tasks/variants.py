@@ -331,6 +331,20 @@ def _raise_unknown() -> Any:
     raise _Unknown("too large")
 
 
+_MAX_INT_BITS = 256
+_MAX_SEQUENCE = 65536
+
+
+def _bounded(value: Any) -> Any:
+    """``value`` if it is small enough to be a size; a task's source is read, never trusted, and
+    ``n = 2**64`` repeated as ``n = n**64`` or ``s = s * 4096`` would otherwise fill the judge's memory."""
+    if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+        raise _Unknown("too large")
+    if isinstance(value, list | tuple | str) and len(value) > _MAX_SEQUENCE:
+        raise _Unknown("long sequence")
+    return value
+
+
 def _evaluate(node: ast.expr, env: Mapping[str, Any]) -> Any:
     """Numbers, strings, names bound in ``env``, tuples/lists and arithmetic on them; ``_Unknown`` otherwise."""
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str | bool | type(None)):
@@ -358,9 +372,9 @@ def _evaluate(node: ast.expr, env: Mapping[str, Any]) -> Any:
                     abs(v) for v in (left, right) if isinstance(v, int)
                 ) > 4096:
                     raise _Unknown("long sequence")
-                return _BINARY[type(node.op)](left, right)
+                return _bounded(_BINARY[type(node.op)](left, right))
             raise _Unknown("sequence arithmetic")
-        return _BINARY[type(node.op)](left, right)
+        return _bounded(_BINARY[type(node.op)](left, right))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "min", "max", "round"):
         args = [_evaluate(a, env) for a in node.args]
         return {"int": int, "min": min, "max": max, "round": round}[node.func.id](*args)

@@ -44,6 +44,7 @@ from kernelgym.verifier.candidate_objects import NotPlainOutput, detach, inert, 
 from kernelgym.verifier.compare import leaf_meta
 from kernelgym.verifier.guard import AtenGuard, GlobalState
 from kernelgym.verifier.placement import declared_constants, transfer_state
+from kernelgym.verifier.task_side import TaskCommands
 
 BLOCKED_MODULES = ("numpy", "cupy", "jax", "scipy", "numba")
 """Host (and foreign) array libraries a candidate process cannot import: they would compute outputs outside the guards."""
@@ -94,10 +95,10 @@ def map_shared(spec: SharedTensor, memory: torch.Tensor) -> torch.Tensor:
     return memory[spec.offset:spec.offset + size].view(dtype).as_strided(spec.size, spec.stride)
 
 
-def error_line(exc: BaseException) -> str:
-    """``Type: message (candidate line N)``, trimmed, for feedback."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "candidate_" in f.filename]
-    where = f" (candidate line {frames[-1].lineno})" if frames else ""
+def error_line(exc: BaseException, program: str = "candidate") -> str:
+    """``Type: message (candidate line N)``, trimmed, for feedback (``program``: the module name's prefix, see :func:`load_module`)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f"{program}_" in f.filename]
+    where = f" ({program} line {frames[-1].lineno})" if frames else ""
     text = f"{type(exc).__name__}: {exc}".strip()
     return (text[:1500] + " ...") if len(text) > 1500 else text + where
 
@@ -166,7 +167,7 @@ def call_signature(values: list[Any]) -> tuple:
 
 def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracker: KernelTracker, training: bool, grad: bool,
              observer: Any = None, python_guard: bool = True, take: list[Any] | None = None,
-             poison: bool = True, release: list[Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
+             poison: bool = True, release: list[Any] | None = None, flush: bool = True) -> tuple[list[Any], dict[str, Any]]:
     """One forward as every call is made: poison memory, flush caches, guard, time, settle, take the outputs.
 
     Nothing of ``model``'s runs outside the watched region but its forward: its mode is set
@@ -180,7 +181,8 @@ def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracke
     a cache hit and no driver allocation lands in the timed region or around it (on an
     H100 a 6.4 GB one cost from 1 to 20 ms, varying from call to call). ``poison=False``
     (the judge's own reference calls, whose outputs are trusted) keeps that allocator
-    preparation and skips the filling.
+    preparation and skips the filling. ``flush=False`` leaves out the cache flush before the call (a
+    profiled call, whose kernels must be the forward's alone).
 
     What is timed is the forward alone, as KernelBench times it (device events around
     the call, or the host clock). Two guards can watch it: ``observer``, the native ATen
@@ -208,7 +210,8 @@ def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracke
         if release is not None:
             release.clear()  # before the poisoning: the memory it frees is poisoned too
         backend.poison_memory((call_signature(inputs), training, grad), fill=poison)
-        timer.flush()
+        if flush:
+            timer.flush()
         with torch.set_grad_enabled(grad), tracker.watching(), (guard if guard is not None else contextlib.nullcontext()):
             timer.start()
             output = model(*inputs)
@@ -257,8 +260,8 @@ class _Allocator(torch.nn.Module):
         return [torch.empty_like(t) for t in self.like]
 
 
-class CandidateSide:
-    """The candidate process's side of the judge protocol.
+class CandidateSide(TaskCommands):
+    """The candidate process's side of the judge protocol (and, in a process of its own, a task's: :class:`TaskCommands`).
 
     Args:
         backend: the target backend (its build hooks, device, synchronization).
@@ -270,6 +273,7 @@ class CandidateSide:
     """
 
     def __init__(self, backend: Backend, work_dir: Path, build_root: Path, observer: Any = None, watch_state: bool = True) -> None:
+        super().__init__()
         self.backend = backend
         self.observer = observer
         self.work_dir = work_dir
@@ -301,6 +305,20 @@ class CandidateSide:
 
     def cmd_ping(self) -> dict[str, Any]:
         return {"ok": True}
+
+    def cmd_reuse(self) -> dict[str, Any]:
+        """From now on, on a host, torch's freed memory is handed out again most recently freed first, per size.
+
+        Said to both processes of a host's timed calls (the candidate's and the reference's twin) just before
+        them. glibc hands out the free chunks of a size oldest first: a process whose history left several free
+        chunks of a call's buffer size moves each call's temporaries and outputs through all of them in turn, and
+        ran the same forward 25-45% slower than one that reused one chunk (``benchmarks/results/calibration.md``).
+        Reused most recently freed first, every call of both processes works in the same few blocks, whatever
+        either process did before.
+        """
+        if self.device.type != "cpu" or self.observer is None:
+            return {"ok": True, "reusing": False}
+        return {"ok": True, "reusing": self.observer.reuse_host_blocks(True)}
 
     def cmd_load(self, code: str) -> dict[str, Any]:
         """Import the answer (the build hooks of :meth:`serve` route its builds to the trusted side)."""
@@ -456,6 +474,48 @@ class CandidateSide:
         self.kept = []
         leaves, reply = self._made_call(_Allocator(self.outputs), KernelTracker(), training, grad, False)
         self.kept = leaves
+        reply["state"] = self._state_changes()
+        return reply
+
+    def cmd_profile(self, calls: int) -> dict[str, Any]:
+        """``calls`` watched forwards (eval mode, no gradients) under PyTorch's profiler: each kernel's device time, in us.
+
+        Each is made as :meth:`cmd_call` makes a call, without what the harness adds on the device around it (the
+        cache flush, the memory's poisoning, the outputs' copy into the judge's buffers), so that every kernel the
+        profile holds is one the forwards launched (:mod:`kernelgym.verifier.kernel_share`). Their outputs are
+        let go, unread, before the reply.
+        """
+        assert self.model is not None
+        from torch.profiler import ProfilerActivity, profile
+
+        kernels: dict[str, float] = {}
+        reply: dict[str, Any] = {"ok": True}
+        ops: set[str] = set()
+        if self.observer is not None:
+            self.observer.arm(every=True)  # once for the whole request: the judge reads one record per request
+        try:
+            with profile(activities=[ProfilerActivity.CUDA]) as profiler:
+                for _ in range(calls):
+                    release, self.held, self.kept = [*self.held, *self.kept], [], []
+                    self.kept, reply = run_call(self.model, self._working_inputs(), self.backend, self.tracker, False, False,
+                                                None, True, None, poison=False, release=release, flush=False)
+                    ops.update(reply["ops"])
+                self.backend.synchronize()
+            for event in profiler.events():
+                if event.device_type != torch.autograd.DeviceType.CPU:
+                    name = str(event.name)[:300]
+                    kernels[name] = kernels.get(name, 0.0) + float(event.time_range.elapsed_us())
+        except NotPlainOutput as exc:
+            return {"ok": False, "error": "illegal", "rule": exc.rule, "detail": f"the output is {exc.detail}",
+                    "message": "ModelNew.forward must return plain torch.Tensors, alone or in plain tuples or lists."}
+        except Exception as exc:
+            return {"ok": False, "error": "runtime", "message": f"the profiled forward raised {error_line(exc)}"}
+        finally:
+            if self.observer is not None:
+                self.observer.disarm()
+        longest = sorted(kernels.items(), key=lambda item: -item[1])[:200]
+        reply["kernels"] = [[name, us] for name, us in longest]
+        reply["ops"] = sorted(ops)
         reply["state"] = self._state_changes()
         return reply
 

@@ -163,8 +163,11 @@ def leaf_meta(leaf: Any, input_storages: set[int]) -> dict[str, Any]:
     return {"kind": "object", "type": type(leaf).__name__}
 
 
-def leaf_mismatch(expected: list[Any], leaves: list[Any]) -> Mismatch | None:
-    """What the candidate reports about its outputs, against the reference's (count, type, aliasing, shape, dtype, device)."""
+def leaf_mismatch(expected: list[Any], leaves: list[Any], aliases_allowed: bool = False) -> Mismatch | None:
+    """What the candidate reports about its outputs, against the reference's (count, type, aliasing, shape, dtype, device).
+
+    ``aliases_allowed``: an output may share memory with an input (KernelBench's contract).
+    """
     if len(leaves) != len(expected):
         return Mismatch("wrong-output", f"expected {len(expected)} output(s), got {len(leaves)}")
     for index, (ref, meta) in enumerate(zip(expected, leaves, strict=True)):
@@ -177,7 +180,7 @@ def leaf_mismatch(expected: list[Any], leaves: list[Any]) -> Mismatch | None:
             continue
         if meta.get("kind") != "tensor" or not meta.get("plain"):
             return Mismatch("output-not-plain-tensor", f"{label} is a {meta.get('type')}, not a plain torch.Tensor", illegal=True)
-        if meta.get("aliases_input"):
+        if meta.get("aliases_input") and not aliases_allowed:
             return Mismatch("output-aliases-input", f"{label} shares memory with an input; return a tensor of your own", illegal=True)
         if tuple(meta.get("shape", ())) != tuple(ref.shape):
             return Mismatch("wrong-output", f"{label} has shape {tuple(meta.get('shape', ()))}, expected {tuple(ref.shape)}")

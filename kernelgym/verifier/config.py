@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
 from kernelgym.errors import KernelGymError
+from kernelgym.verifier.kernel_share import LAZY_SHARE
 from kernelgym.verifier.reward import RewardSpec
 
 __all__ = ["SERVED_BOUNDS", "StageTimeouts", "VerifierConfig", "WEIGHTS", "check_bounds", "config_from_dict"]
@@ -84,6 +85,15 @@ class VerifierConfig:
             some is ``incorrect``, ``weights-unplaced``, unless it names them in ``constant_weights``: then
             they are not redrawn, and it is flagged ``weights-not-redrawn`` and scored lower); ``fixed`` is
             KernelBench's contract: the weights set at construction never change.
+        profile_calls: on a device, watched untimed calls of a timed answer's ``forward`` profiled for the share of
+            their device time in the answer's own kernels (``EvalResult.own_kernel_share``; 0 turns it off):
+            :mod:`kernelgym.verifier.kernel_share`.
+        lazy_share: an answer whose own kernels ran less than this share is flagged ``lazy-optimization``.
+        kernelbench_contract: under the ``kernelbench`` preset, also give the verdict under KernelBench's own
+            contract where the strict one rests on a check KernelBench does not make (``EvalResult.kernelbench_status``):
+            an answer the strict verdict rejects that way is checked (and timed) again, or, rejected by a static rule
+            of :data:`~kernelgym.verifier.presets.CONTRACT_WAIVED`, judged by a worker without them. ``False`` saves
+            that judging (an RL loop that rewards the strict verdict only).
     """
 
     trials: int = 3
@@ -104,6 +114,9 @@ class VerifierConfig:
     memory_limit_gb: float = 16.0
     rules: str = "native"
     weights: str = "redrawn"
+    profile_calls: int = 3
+    lazy_share: float = LAZY_SHARE
+    kernelbench_contract: bool = True
 
     def __post_init__(self) -> None:
         from kernelgym.verifier.presets import get_preset
@@ -115,6 +128,8 @@ class VerifierConfig:
             raise ValueError("VerifierConfig.trials must be at least 3")
         if (self.runs is not None and self.runs < 1) or self.warmup < 0:
             raise ValueError("VerifierConfig.runs >= 1, warmup >= 0")
+        if self.profile_calls < 0 or not 0.0 <= self.lazy_share <= 1.0:
+            raise ValueError("VerifierConfig.profile_calls >= 0, 0 <= lazy_share <= 1")
 
 
 _DEFAULTS = VerifierConfig()
@@ -127,7 +142,7 @@ SERVED_BOUNDS: dict[str, tuple[float, float]] = {
     "faster_threshold": (1.0, 100.0),
     "memory_limit_gb": (0.5, 64.0),
     # Tolerances: a request may tighten them, never loosen them beyond the defaults (the ``kernelbench``
-    # preset's floor, KernelBench's 1e-2, is the judge's own and applies whatever a request asks).
+    # preset's floor, KernelBench's 1e-4 for fp32, is the judge's own and applies whatever a request asks).
     "atol": (0.0, _DEFAULTS.atol),
     "rtol": (0.0, _DEFAULTS.rtol),
     "low_precision_tol": (0.0, _DEFAULTS.low_precision_tol),
@@ -140,10 +155,13 @@ SERVED_BOUNDS: dict[str, tuple[float, float]] = {
     "reward.correct_weight": (0.0, 1.0),
     "reward.speed_weight": (0.0, 1.0),
     "reward.speedup_cap": (1.0, 1000.0),
+    "reward.own_share_weight": (0.0, 1.0),
+    "profile_calls": (0, 20),
+    "lazy_share": (0.0, 1.0),
 }
 """The range (inclusive) of every numeric setting a judge serving untrusted clients accepts (:func:`check_bounds`)."""
 
-_INTEGERS = frozenset({"trials", "warmup", "runs"})
+_INTEGERS = frozenset({"trials", "warmup", "runs", "profile_calls"})
 _SERVED_FIXED = {
     "check_variants": (True, "a served judge always checks the task's extra shapes"),
     "roofline_bandwidth_gbs": (None, "a served judge uses its own device's peak bandwidth"),
@@ -171,7 +189,7 @@ def check_bounds(config: VerifierConfig) -> None:
     for name, (required, why) in _SERVED_FIXED.items():
         if getattr(config, name) is not required:
             raise ValueError(f"{name} must be {'true' if required is True else 'null'}: {why}")
-    for booleans in ("timing", "compile_baseline"):
+    for booleans in ("timing", "compile_baseline", "kernelbench_contract"):
         if not isinstance(getattr(config, booleans), bool):
             raise ValueError(f"{booleans} must be true or false")
     for name, (low, high) in SERVED_BOUNDS.items():

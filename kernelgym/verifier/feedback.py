@@ -5,18 +5,20 @@ Holds:
     conclude: a verdict (status, details, what was measured) as an :class:`EvalResult` with its
         score and feedback. The static stages, the judge and the executor's failure path all end here.
     JUDGE_ERROR_FEEDBACK: the whole feedback of a ``judge_error`` (its reason goes to ``judge_reason``).
+    with_contract / contract_of_rejected: a strict verdict with the verdict under KernelBench's contract beside it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from kernelgym.verifier.presets import get_preset
 from kernelgym.verifier.result import EvalResult, Status, Violation
 from kernelgym.verifier.reward import RewardSpec
 
-__all__ = ["compose_feedback", "conclude", "HINTS", "JUDGE_ERROR_FEEDBACK"]
+__all__ = ["compose_feedback", "conclude", "contract_of_rejected", "HINTS", "JUDGE_ERROR_FEEDBACK", "with_contract"]
 
 HINTS = {
     Status.OK: "The kernel is correct. To earn more, make it faster than the PyTorch reference.",
@@ -89,7 +91,8 @@ def conclude(
         return EvalResult(task_id=task_id, backend=backend, status=status, parsed=True, compiled=compiled,
                           feedback=JUDGE_ERROR_FEEDBACK, judge_reason="\n".join(d for d in (lead, *details) if d), **measured)
     score = (reward or RewardSpec()).score(
-        status, compiled=compiled, correct=correct, speedup=speedup_eager, timing_meaningful=timing_meaningful
+        status, compiled=compiled, correct=correct, speedup=speedup_eager, timing_meaningful=timing_meaningful,
+        own_kernel_share=measured.get("own_kernel_share"),
     )
     return EvalResult(
         task_id=task_id,
@@ -106,3 +109,28 @@ def conclude(
         score=score,
         **measured,
     )
+
+
+def with_contract(result: EvalResult, kb_status: Status, kb_speedup: float | None, differs_by: str) -> EvalResult:
+    """``result`` with the verdict under KernelBench's contract, and a line of feedback saying what separates them."""
+    timed = f", speedup {kb_speedup:.3f}x" if kb_speedup is not None else ""
+    line = (f"Under KernelBench's own contract (weights fixed at construction, the task's own shapes, its "
+            f"tolerances) this answer is {kb_status.value}{timed}; the strict verdict differs by {differs_by}, "
+            "a check KernelBench does not make.")
+    return result.with_changes(kernelbench_status=kb_status.value, kernelbench_speedup=kb_speedup,
+                               kernelbench_differs_by=differs_by, feedback=f"{result.feedback}\n{line}")
+
+
+def contract_of_rejected(strict: EvalResult, judged: EvalResult) -> EvalResult:
+    """The static stages' ``illegal`` verdict, with the verdict of the same answer judged under KernelBench's contract.
+
+    A judge error says nothing of the answer: the strict verdict then stands alone.
+    """
+    seconds = replace(judged.seconds, extract=strict.seconds.extract, inspect=strict.seconds.inspect)
+    strict = strict.with_changes(seconds=seconds, compiled=judged.compiled, cache_hit=judged.cache_hit, device=judged.device,
+                                 own_kernel_share=judged.own_kernel_share)
+    if judged.status is Status.JUDGE_ERROR:
+        return strict
+    kb_status = Status(judged.kernelbench_status) if judged.kernelbench_status is not None else judged.status
+    differs_by = ", ".join(dict.fromkeys(f"`{v.rule}`" for v in strict.violations))
+    return with_contract(strict, kb_status, judged.kernelbench_speedup_eager, differs_by)

@@ -6,18 +6,22 @@ Holds:
         during ``ModelNew.forward``, C++ extension callers included.
     GlobalState: a snapshot of process state a candidate could tamper with
         (thread count, timers, comparison functions, backend precision flags).
+    settings_as: this process with the backend settings a candidate set in its own, for a block.
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["AtenGuard", "GlobalState", "ALLOWED_ATEN_OPS", "compute_ops"]
+__all__ = ["AtenGuard", "GlobalState", "ALLOWED_ATEN_OPS", "compute_ops", "settings_as"]
 
 # Ops that allocate, fill, copy or re-view memory; everything else is compute.
 ALLOWED_ATEN_OPS = frozenset(
@@ -125,3 +129,52 @@ class GlobalState:
         old_flags = dict(before.flags)
         changes += [f"{name} {old_flags.get(name)!r} -> {value!r}" for name, value in self.flags if old_flags.get(name) != value]
         return changes
+
+
+def _set_flag(module: Any, name: str) -> Any:
+    return lambda value: setattr(module, name, value)
+
+
+_SETTERS: dict[str, tuple[type, Any, Any]] = {
+    "torch.backends.cudnn.benchmark": (bool, lambda: torch.backends.cudnn.benchmark, _set_flag(torch.backends.cudnn, "benchmark")),
+    "torch.backends.cudnn.allow_tf32": (bool, lambda: torch.backends.cudnn.allow_tf32, _set_flag(torch.backends.cudnn, "allow_tf32")),
+    "torch.backends.cuda.matmul.allow_tf32": (bool, lambda: torch.backends.cuda.matmul.allow_tf32,
+                                              _set_flag(torch.backends.cuda.matmul, "allow_tf32")),
+    "float32_matmul_precision": (str, torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+}
+
+
+@contextlib.contextmanager
+def settings_as(changes: Iterable[str]) -> Iterator[None]:
+    """Within the block, this process has the backend settings that ``changes`` (lines of
+    :meth:`GlobalState.changes_since`, as a candidate's process reported them) say were set; restored after.
+
+    KernelBench runs the reference in the answer's own process, so a setting the answer makes at import
+    (``cudnn.benchmark``, TF32) reaches the reference's calls too; judging under its contract, the judge
+    gives the reference the same. Only the settings above, with values of their type, are taken; others are ignored.
+
+    Example:
+        >>> with settings_as(["float32_matmul_precision 'highest' -> 'high'"]):
+        ...     torch.get_float32_matmul_precision()
+        'high'
+        >>> torch.get_float32_matmul_precision()
+        'highest'
+    """
+    saved = []
+    try:
+        for line in changes:
+            name, _, rest = str(line).partition(" ")
+            if name not in _SETTERS or " -> " not in rest:
+                continue
+            kind, get, set_ = _SETTERS[name]
+            try:
+                value = ast.literal_eval(rest.rsplit(" -> ", 1)[1])
+            except (ValueError, SyntaxError):
+                continue
+            if type(value) is kind and (kind is not str or value in ("highest", "high", "medium")):
+                saved.append((set_, get()))
+                set_(value)
+        yield
+    finally:
+        for set_, value in reversed(saved):
+            set_(value)

@@ -6,7 +6,6 @@ Holds:
     Verdict: raised inside a stage to end the evaluation with a status.
     Progress: what the stages learned so far.
     illegal_verdict / mismatch_verdict: verdicts with a runtime rule.
-    tolerances: the task's or the config's tolerances.
     clone_values: copies of the tensors among some values.
     redrawable_state: the parameters and buffers a weights redraw moves.
 """
@@ -15,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -45,14 +43,15 @@ from kernelgym.verifier.guard import compute_ops
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.mapped_code import RUNTIME_FILES, Places, installed
 from kernelgym.verifier.placement import covered_names
-from kernelgym.verifier.presets import get_preset
+from kernelgym.verifier.presets import contract_preset, get_preset, tolerances
 from kernelgym.verifier.reference_builds import ReferenceBuilds
 from kernelgym.verifier.result import Status, Violation
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.sampled_compute import sample_forward
-from kernelgym.verifier.trial_inputs import SharedBuffers
+from kernelgym.verifier.sandboxed_task import SandboxedProgram, SandboxedTask, TaskFailure
+from kernelgym.verifier.trial_inputs import send_shared
 
-__all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "share_buffers", "mismatch_verdict", "redrawable_state", "tolerances",
+__all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "require_ok", "share_buffers", "mismatch_verdict", "redrawable_state",
            "perf_counter"]
 
 SAMPLED_FROM_SPEEDUP = 0.5
@@ -110,7 +109,7 @@ def _build_verdict(message: str, log: str) -> Verdict:
     return Verdict(Status.COMPILE_ERROR, ["\n".join(lines[1:]), f"({message})"], lead=lines[0])
 
 
-def _require_ok(reply: dict[str, Any]) -> None:
+def require_ok(reply: dict[str, Any]) -> None:
     """Turn a failed request into its verdict: a compile error, a refused build, a format error, or a runtime error."""
     if reply.get("ok"):
         return
@@ -147,7 +146,7 @@ class Harness:
         self.progress = progress
         self.device = backend.device()
         self.builds: list[BuildRecord] = []
-        self.reference: ModuleType | None = None
+        self.reference: ModuleType | SandboxedProgram | None = None  # the task's program (a stand-in when sandboxed)
         self.kernel_calls = 0
         self.baseline: dict[str, Any] = {}
         self.bound: tuple | None = None
@@ -157,6 +156,9 @@ class Harness:
         self.rng = random.SystemRandom()
         self.stage_name, self.stage_budget, self.deadline = "build", 0.0, 0.0
         self.preset = get_preset(job.config.rules)
+        if job.strict_rejection is not None:  # judged under KernelBench's contract only: without the rules it lacks
+            self.preset = contract_preset(self.preset)
+        self.settings: list[str] = []  # under that contract, the settings the answer made (the reference gets them)
         self.checked_libraries: set[Path] = set()
         self.init_inputs: list[Any] = []
         self.unplaced_weights: list[str] = []
@@ -221,7 +223,29 @@ class Harness:
     # --- build ----------------------------------------------------------------------------------
 
     def load(self) -> None:
+        self.load_task()
+        reply = self.ask("load", self.job.code)
+        self.builds = [BuildRecord(str(k), float(s), bool(h)) for k, s, h in reply.get("builds", [])]
+        require_ok(reply)
+        if "Model" in reply.get("mro", []):
+            raise illegal_verdict("ModelNew derives from the reference Model.", runtime.inherits_model())
+        self.observe_state(reply, "while loading")
+        self.check_libraries()
+        self.baseline = self.candidate.process_state()
+        self.cpus = max(1, len(self.baseline.get("affinity") or [None]))
+
+    def load_task(self) -> None:
+        """The task's program: a trusted task's (a suite's) imported here; an untrusted one's loaded in a process of
+        its own made like the candidate's, never here (:mod:`~kernelgym.verifier.sandboxed_task`), each request to it
+        given what is left of the stage's budget and at most the check stage's floor (its program builds nothing), each
+        reply at most the memory its process may hold."""
         task = self.job.task
+        if task.sandboxed:
+            if self.twin is None:
+                raise TaskFailure("this judge starts no process for a task's program, and runs none in its own")
+            self.reference = SandboxedTask.start(self.twin(), lambda: min(self.deadline - perf_counter(), self.config.timeouts.check),
+                                                 int(self.config.memory_limit_gb * 1024**3), task.source)
+            return
         try:
             self.reference = load_module("reference", task.source, self.work_dir)
             for name in ("Model", "get_inputs", "get_init_inputs"):
@@ -229,15 +253,11 @@ class Harness:
                     raise AttributeError(f"the task program does not define {name}")
         except Exception as exc:  # the task itself is broken: not the candidate's fault
             raise Verdict(Status.RUNTIME_ERROR, [f"Task error in {task.id}: {type(exc).__name__}: {exc}"]) from None
-        reply = self.ask("load", self.job.code)
-        self.builds = [BuildRecord(str(k), float(s), bool(h)) for k, s, h in reply.get("builds", [])]
-        _require_ok(reply)
-        if "Model" in reply.get("mro", []):
-            raise illegal_verdict("ModelNew derives from the reference Model.", runtime.inherits_model())
-        self.observe_state(reply, "while loading")
-        self.check_libraries()
-        self.baseline = self.candidate.process_state()
-        self.cpus = max(1, len(self.baseline.get("affinity") or [None]))
+
+    def close(self) -> None:
+        """Kill the process of a sandboxed task's program, if one runs."""
+        if isinstance(self.reference, SandboxedProgram):
+            self.reference.__task__.close()
 
     def construct_ahead(self) -> None:
         """Construct ``ModelNew`` once with the task's own init inputs, without weights, so that every build its
@@ -252,12 +272,15 @@ class Harness:
         init_inputs = self.init_inputs_for({})
         reply = self.ask("construct", self.job.seeds[0], init_inputs, {}, {})
         if reply.get("ok") or reply.get("error") in ("build", "illegal"):
-            _require_ok(reply)
+            require_ok(reply)
             if not self.job.build_only:
                 self.observe_state(reply, "while building ModelNew")
 
     def observe_state(self, reply: dict[str, Any], when: str) -> None:
-        changes = reply.get("state") or []
+        changes = [str(c) for c in reply.get("state") or []]
+        if "global-flags" in self.preset.waived:  # KernelBench's contract: settings may change; functions stay
+            self.settings += [c for c in changes if not c.endswith(" was replaced")]
+            changes = [c for c in changes if c.endswith(" was replaced")]
         if changes:
             raise illegal_verdict(f"The candidate changed global state {when}.", runtime.global_state_changed([str(c) for c in changes]))
 
@@ -346,7 +369,7 @@ class Harness:
         self.constant_names |= set(variant)
         constants = {key: getattr(self.reference, key) for key in sorted(self.constant_names)}
         reply = self.ask("construct", seed, self.init_inputs, self.shared_state(reference), constants)
-        _require_ok(reply)
+        require_ok(reply)
         self.observe_state(reply, "while building ModelNew")
         reported, declared = reply.get("unplaced"), reply.get("constant")
         names = {str(name) for name in reported} if isinstance(reported, list) else set()
@@ -368,7 +391,7 @@ class Harness:
     def send_state(self, reference: torch.nn.Module) -> None:
         """Load ``reference``'s parameters and buffers into ``ModelNew`` (by name, then by shape and role)."""
         reply = self.ask("state", self.shared_state(reference))
-        _require_ok(reply)
+        require_ok(reply)
 
     def shared_state(self, reference: torch.nn.Module) -> dict[str, Any]:
         """``reference``'s parameters and buffers copied into one sealed memfd sent to the candidate's process now
@@ -378,7 +401,7 @@ class Harness:
         channel instead, a GEMM task's 8192 x 8192 weights cost about half a second per transfer.
         """
         state = {name: value.detach() for name, value in reference.state_dict().items()}
-        shared = _send_shared(self.candidate, list(state.values()), on_host=True, fill=True)
+        shared = send_shared(self.candidate, list(state.values()), on_host=True, fill=True)
         return dict(zip(state, shared.remote, strict=True))
 
     def initial_reference(self, seed: int | None = None) -> torch.nn.Module:
@@ -452,8 +475,13 @@ class Harness:
             return
         self.local_inputs, self.local_outputs, remote = share_buffers(self.candidate, inputs, flatten_outputs(expected))
         reply = self.ask("bind", *remote)
-        _require_ok(reply)
+        require_ok(reply)
         self.bound = signature
+
+    def reuse_freed_memory(self) -> None:
+        """From now on the candidate's process hands out freed host memory again most recently freed first
+        (:meth:`~kernelgym.verifier.candidate_side.CandidateSide.cmd_reuse`), as the reference's twin does."""
+        require_ok(self.ask("reuse"))
 
     def call(self, inputs: list[Any], training: bool, grad: bool, python_guard: bool = True) -> tuple[dict[str, Any], float]:
         """One candidate call on ``inputs`` (copied into the shared buffers); returns its reply and the judge's own ms.
@@ -467,7 +495,21 @@ class Harness:
                 dst.copy_(src)
         self.backend.synchronize()
         reply, own = self.measured("call", training, grad, python_guard)
-        _require_ok(reply)
+        require_ok(reply)
+        self.check_watched(reply)
+        calls = int(reply.get("kernel_calls", 0))
+        if calls == 0 and "decoy-kernel" not in self.preset.waived:
+            raise illegal_verdict("No custom kernel ran during ModelNew.forward.", runtime.decoy_kernel())
+        self.kernel_calls = calls
+        self.observe_state(reply, "during ModelNew.forward")
+        self.pending_ms.append(float(reply.get("pending_ms", 0.0)))
+        for shared, original in zip(self.local_inputs, inputs, strict=True):
+            if isinstance(shared, torch.Tensor) and not same_bytes(shared, original) and "input-mutation" not in self.preset.waived:
+                raise Verdict(Status.INCORRECT, ["The candidate modified its inputs."], (runtime.input_mutation(),))
+        return reply, own
+
+    def check_watched(self, reply: dict[str, Any]) -> None:
+        """The operators a watched call ran (the native observer's record, and the Python guard's in ``reply``) are allowed."""
         # What the observer saw comes from its own record (written from C++ to the judge's memfd), not from the reply,
         # which the candidate's Python could rewrite; the reply adds what the Python guard saw, on watched calls.
         seen = self.candidate.observed()
@@ -478,16 +520,6 @@ class Harness:
         if ops and "aten-fallback" not in self.preset.waived:
             listed = ", ".join(f"aten.{op}" for op in ops[:12])
             raise illegal_verdict("PyTorch computed part of the answer during ModelNew.forward.", runtime.aten_fallback(listed))
-        calls = int(reply.get("kernel_calls", 0))
-        if calls == 0 and "decoy-kernel" not in self.preset.waived:
-            raise illegal_verdict("No custom kernel ran during ModelNew.forward.", runtime.decoy_kernel())
-        self.kernel_calls = calls
-        self.observe_state(reply, "during ModelNew.forward")
-        self.pending_ms.append(float(reply.get("pending_ms", 0.0)))
-        for shared, original in zip(self.local_inputs, inputs, strict=True):
-            if isinstance(shared, torch.Tensor) and not same_bytes(shared, original):
-                raise Verdict(Status.INCORRECT, ["The candidate modified its inputs."], (runtime.input_mutation(),))
-        return reply, own
 
     def measured(self, *command: Any) -> tuple[dict[str, Any], float]:
         """A request and the judge's own measure of its cost, in ms, taken from outside the candidate.
@@ -517,7 +549,7 @@ class Harness:
         ``late_check``: on a host, also read the candidate's outputs again once its threads are idle (a request
         of its own) to see work that went on after the call had returned.
         """
-        mismatch = leaf_mismatch(flatten_outputs(expected), reply.get("leaves", []))
+        mismatch = leaf_mismatch(flatten_outputs(expected), reply.get("leaves", []), "output-aliases-input" in self.preset.waived)
         if mismatch is not None:
             return mismatch, []
         leaves = [buffer if buffer is not None else meta.get("value") for buffer, meta in zip(self.local_outputs, reply["leaves"], strict=True)]
@@ -530,7 +562,7 @@ class Harness:
         taken = checksum(leaves)
         self.wait_until_idle()
         fetched, _ = self.measured("fetch")  # measured, so the CPU it costs is not counted as idle
-        _require_ok(fetched)
+        require_ok(fetched)
         if checksum(leaves) != taken:
             raise illegal_verdict("Your output was still being written after ModelNew.forward returned.",
                                   runtime.work_after_return("an output changed after ModelNew.forward had returned"))
@@ -573,21 +605,6 @@ def _cpu_delta(before: dict[int, float], after: dict[int, float]) -> tuple[float
     return sum(deltas), max(deltas, default=0.0)
 
 
-def _send_shared(channel: CandidateChannel, values: list[Any], on_host: bool = False, fill: bool = False) -> SharedBuffers:
-    """:meth:`SharedBuffers.share` of ``values``, filled with them if ``fill``; the memfd is sent to ``channel``'s process
-    now (it arrives with the next command) and only the judge's mapping is kept."""
-    shared = SharedBuffers.share(values, on_host=on_host)
-    if fill:
-        for mine, value in zip(shared.local, values, strict=True):
-            mine.copy_(value)
-    if shared.descriptor is not None:
-        try:
-            channel.send_descriptors([shared.descriptor])
-        finally:
-            os.close(shared.descriptor)
-    return shared
-
-
 def share_buffers(channel: CandidateChannel, inputs: list[Any], outputs: list[Any]) -> tuple[list[Any], list[Any], tuple[list[Any], list[Any]]]:
     """Buffers shaped like ``inputs`` and ``outputs``, shared with ``channel``'s process for its next ``bind``.
 
@@ -596,7 +613,7 @@ def share_buffers(channel: CandidateChannel, inputs: list[Any], outputs: list[An
     command carries (the buffers as the other process maps them: inputs, outputs).
     """
     leaves = [leaf if isinstance(leaf, torch.Tensor) else None for leaf in outputs]
-    shared = _send_shared(channel, [*inputs, *leaves])
+    shared = send_shared(channel, [*inputs, *leaves])
     count = len(inputs)
     return shared.local[:count], shared.local[count:], (shared.remote[:count], shared.remote[count:])
 
@@ -623,18 +640,3 @@ def mismatch_verdict(mismatch: Mismatch, context: str, rule: str) -> Verdict:
 
 CHECK_MODES = ((False, False), (True, True), (False, True))
 """The ``(training, grad)`` modes the checked calls of one shape cycle through (the timed calls use the first)."""
-
-
-KERNELBENCH_TOLERANCE = 1e-2
-"""KernelBench's ``atol`` and ``rtol`` (its ``eval_kernel_against_ref`` defaults): the least the ``kernelbench`` preset uses,
-so an answer it counts correct (a cuDNN algorithm of its own choosing, TF32) is not called wrong here."""
-
-
-def tolerances(job: JudgeJob) -> tuple[float, float]:
-    """The task's own tolerances, else the config's (at least KernelBench's under the ``kernelbench`` preset)."""
-    task, config = job.task, job.config
-    floor = KERNELBENCH_TOLERANCE if config.rules == "kernelbench" else 0.0
-    return (
-        task.atol if task.atol is not None else max(config.atol, floor),
-        task.rtol if task.rtol is not None else max(config.rtol, floor),
-    )

@@ -12,6 +12,7 @@ from typing import Any
 
 from kernelgym.tasks.task import Task
 from kernelgym.verifier.config import VerifierConfig
+from kernelgym.verifier.result import EvalResult
 
 __all__ = ["JudgeJob"]
 
@@ -35,6 +36,9 @@ class JudgeJob:
         defer_builds: a build request the store cannot answer is not compiled by the judge: the job is left to
             the build workers (:class:`~kernelgym.verifier.channel.BuildsDeferred`) and judged when it is built.
         prebuild: build requests a build worker serves before it builds the answer (those a judge deferred).
+        strict_rejection: the static stages' ``illegal`` verdict of an answer that broke only rules KernelBench's
+            contract does not have (``kernelbench`` preset): the worker judges it under that contract, without
+            them, and returns this verdict with the contract's (``kernelbench_status``).
     """
 
     task: Task
@@ -47,3 +51,4 @@ class JudgeJob:
     build_only: bool = False
     defer_builds: bool = False
     prebuild: tuple[dict[str, Any], ...] = ()
+    strict_rejection: EvalResult | None = None

@@ -15,6 +15,7 @@ call returns (:mod:`.timing_stage`).
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,7 +27,8 @@ import torch
 from kernelgym.backends import Backend, get_backend
 from kernelgym.verifier.channel import BuildsDeferred, CandidateChannel
 from kernelgym.verifier.compare import compare_outputs, fingerprint, flatten_outputs
-from kernelgym.verifier.feedback import conclude
+from kernelgym.verifier.feedback import conclude, contract_of_rejected, with_contract
+from kernelgym.verifier.guard import settings_as
 from kernelgym.verifier.harness import (
     CHECK_MODES,
     Harness,
@@ -37,8 +39,11 @@ from kernelgym.verifier.harness import (
     tolerances,
 )
 from kernelgym.verifier.job import JudgeJob
+from kernelgym.verifier.kernel_share import profile_kernels
+from kernelgym.verifier.presets import contract_preset
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status, Violation
 from kernelgym.verifier.rules import runtime
+from kernelgym.verifier.sandboxed_task import TaskFailure
 from kernelgym.verifier.timing_stage import time_stage
 from kernelgym.verifier.trial_inputs import draw_inputs
 
@@ -141,6 +146,8 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
     base = {key: getattr(h.reference, key) for shape, _ in shapes for key in shape if hasattr(h.reference, key)}
     for variant, _ in shapes:
         unknown = [key for key in variant if not hasattr(h.reference, key)]
+        if unknown and job.task.sandboxed:
+            raise TaskFailure(f"a shape variant sets {unknown[0]!r}, which is none of the task's module constants")
         if unknown:
             raise Verdict(Status.RUNTIME_ERROR, [f"Task error: variant sets {unknown[0]!r}, which the task does not define."])
     shapes = _same_models_first(h, shapes, base)
@@ -170,8 +177,8 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
             del probe
         except Verdict:
             raise
-        except Exception:
-            if declared:
+        except Exception as exc:
+            if declared or isinstance(exc, TaskFailure) and exc.process_lost:
                 raise
             continue  # a derived shape the reference itself cannot run: not a shape of this task
         seen: set[tuple] = set()
@@ -223,9 +230,25 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
     (:mod:`kernelgym.verifier.twin`); without it, in this process. ``quiet()`` returns once no process the
     caller started ahead (the next job's candidate) is still starting: it is called before the timed calls.
     """
+    if job.strict_rejection is not None and not job.build_only:  # judged under KernelBench's contract only
+        contract = replace(job, config=replace(job.config, weights="fixed", check_variants=False))
+        return contract_of_rejected(job.strict_rejection, _judged(contract, candidate, build_root, work_dir, on_stage, twin, quiet))
+    return _judged(job, candidate, build_root, work_dir, on_stage, twin, quiet)
+
+
+def _judged(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir: Path,
+            on_stage: Callable[[str, float], None], twin: Callable[[], CandidateChannel] | None,
+            quiet: Callable[[], None]) -> EvalResult:
     backend = get_backend(job.backend)
     progress = Progress(seconds={"extract": job.extract_seconds, "inspect": job.inspect_seconds})
     h = Harness(job, backend, candidate, build_root, work_dir, on_stage, progress, twin, quiet)
+    try:
+        return _stages(h, job, backend, progress)
+    finally:
+        h.close()  # a sandboxed task's process, with everything it started
+
+
+def _stages(h: Harness, job: JudgeJob, backend: Backend, progress: Progress) -> EvalResult:
     status, details, violations, lead = Status.OK, [], (), ""
     timeouts = job.config.timeouts
     try:
@@ -233,18 +256,23 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
             h.load()
             progress.compiled = True
             h.construct_ahead()
-        if not job.build_only:
-            with h.stage("check", timeouts.check):
-                _check(h)
-            if job.config.timing:
-                with h.stage("time", timeouts.time):
-                    time_stage(h)
-            with h.stage("check", timeouts.check):  # after the timed calls, which it cannot perturb
-                h.sample_compute()  # where forward runs, sampled from outside: ATen reached below the dispatcher
+        # Under KernelBench's contract the reference runs with the settings the answer made, as in KernelBench's one process.
+        with settings_as(h.settings) if not job.build_only else contextlib.nullcontext():
+            if not job.build_only:
+                with h.stage("check", timeouts.check):
+                    _check(h)
+                if job.config.timing:
+                    with h.stage("time", timeouts.time):
+                        time_stage(h)
+                with h.stage("check", timeouts.check):  # after the timed calls, which it cannot perturb
+                    h.sample_compute()  # where forward runs, sampled from outside: ATen reached below the dispatcher
+                    profile_kernels(h)  # on a device: the share of its device time in the answer's own kernels
     except Verdict as verdict:
         status, details, violations, lead = verdict.status, verdict.details, verdict.violations, verdict.lead
     except BuildsDeferred:  # the job goes back to the build workers, and comes back
         raise
+    except TaskFailure as exc:  # a sandboxed task's program failed: the task's fault, never the answer's
+        status, details = Status.JUDGE_ERROR, [f"The task's program failed: {exc}"]
     except torch.cuda.OutOfMemoryError as exc:  # torch's first line says how much was asked for and how much was free
         status, details = Status.RUNTIME_ERROR, ["The judge ran out of device memory for this task's reference and buffers.",
                                                  *str(exc).strip().splitlines()[:1]]
@@ -255,13 +283,7 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
     if job.build_only and status is Status.OK:  # built, not judged: say nothing about correctness
         return result.with_changes(feedback="Status: ok\nBuilt ahead only: not checked or timed; judge it for a verdict.")
     if contract is not None:
-        kb_status, kb_speedup, differs_by = contract
-        timed = f", speedup {kb_speedup:.3f}x" if kb_speedup is not None else ""
-        line = (f"Under KernelBench's own contract (weights fixed at construction, the task's own shapes, its "
-                f"tolerances) this answer is {kb_status.value}{timed}; the strict verdict differs by {differs_by}, "
-                "a check KernelBench does not make.")
-        result = result.with_changes(kernelbench_status=kb_status.value, kernelbench_speedup=kb_speedup,
-                                     kernelbench_differs_by=differs_by, feedback=f"{result.feedback}\n{line}")
+        result = with_contract(result, *contract)
     return result
 
 
@@ -290,9 +312,9 @@ def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violatio
         differs_by = f"an error in a mode KernelBench does not call ({'train' if training else 'eval'} mode, grad {'on' if grad else 'off'})"
     else:
         return None
-    job, config, progress = h.job, h.config, h.progress
+    job, config, progress, preset = h.job, h.config, h.progress, h.preset
     contract = replace(config, weights="fixed", check_variants=False)
-    h.job, h.config = replace(job, config=contract), contract
+    h.job, h.config, h.preset = replace(job, config=contract), contract, contract_preset(preset)
     h.progress = Progress(compiled=True, seconds=progress.seconds)
     try:
         with h.stage("check", contract.timeouts.check):
@@ -308,7 +330,7 @@ def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violatio
     except Exception:  # the strict verdict stands alone
         return None
     finally:
-        h.job, h.config, h.progress = job, config, progress
+        h.job, h.config, h.progress, h.preset = job, config, progress, preset
 
 
 def _result(job: JudgeJob, backend: Backend, progress: Progress, h: Harness, status: Status, details: list[str], violations: tuple[Violation, ...], lead: str) -> EvalResult:
@@ -371,4 +393,5 @@ def _result(job: JudgeJob, backend: Backend, progress: Progress, h: Harness, sta
         device=backend.device_name(),
         rules=config.rules,
         weights=config.weights,
+        own_kernel_share=timing.get("own_kernel_share") if correct else None,
     )

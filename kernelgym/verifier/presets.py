@@ -4,6 +4,8 @@ Holds:
     RulePreset: a named preset: the rules it waives, the native-symbol concerns it admits, the hint for an illegal answer.
     PRESETS: ``native`` (the default) and ``kernelbench``.
     get_preset: a preset by name, with a clear error for an unknown one.
+    CONTRACT_WAIVED / contract_preset: what KernelBench's own contract does not check.
+    KERNELBENCH_TOLERANCE / tolerances: the tolerances a judgement compares with (KernelBench's floor under its preset).
 
 ``native`` is MooreEval's rule: no PyTorch/ATen fallback, every output computed
 by the candidate's own kernel. ``kernelbench`` judges by KernelBench's own rule,
@@ -14,11 +16,29 @@ forging, timing tricks, process state, precision, host array libraries.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from kernelgym.errors import KernelGymError
 
-__all__ = ["RulePreset", "PRESETS", "get_preset"]
+if TYPE_CHECKING:
+    from kernelgym.verifier.job import JudgeJob
+
+__all__ = ["CONTRACT_WAIVED", "KERNELBENCH_TOLERANCE", "RulePreset", "PRESETS", "contract_preset", "get_preset", "tolerances"]
+
+CONTRACT_WAIVED = frozenset({"global-flags", "torch-compiler", "precision-downgrade", "file-access", "forbidden-import"})
+"""Static rules of the ``kernelbench`` preset that KernelBench's own contract does not have: process-wide settings
+(TF32, ``cudnn.benchmark``), PyTorch's compilers and CUDA graphs, a lower precision within its tolerance, files and
+modules beyond the allowed ones (the candidate's sandbox bounds what they reach). They stay in the strict verdict;
+an answer that breaks only these is also judged without them (:func:`contract_preset`), for its verdict under
+KernelBench's contract (``EvalResult.kernelbench_status``)."""
+
+
+def contract_preset(preset: RulePreset) -> RulePreset:
+    """``preset`` as KernelBench's contract judges: without :data:`CONTRACT_WAIVED`, settings the answer changes
+    allowed (functions it replaces are not) and mirrored for the reference, inputs written in place and returned
+    allowed (KernelBench calls the reference first, on the same inputs)."""
+    return replace(preset, waived=preset.waived | CONTRACT_WAIVED | {"input-mutation", "output-aliases-input"})
 
 
 @dataclass(frozen=True)
@@ -77,3 +97,18 @@ def get_preset(name: str) -> RulePreset:
         return PRESETS[name]
     except KeyError:
         raise KernelGymError(f"unknown rule preset {name!r}; choose one of: {', '.join(PRESETS)}") from None
+
+
+KERNELBENCH_TOLERANCE = 1e-4
+"""KernelBench's ``atol`` and ``rtol`` for fp32 outputs (its evaluator's ``get_tolerance_for_precision``; 1e-2 for fp16
+and bf16, as ``low_precision_tol``; its v0 and v0.1 used 1e-2 for all): the least the ``kernelbench`` preset uses."""
+
+
+def tolerances(job: JudgeJob) -> tuple[float, float]:
+    """The task's own tolerances, else the config's (at least KernelBench's under the ``kernelbench`` preset)."""
+    task, config = job.task, job.config
+    floor = KERNELBENCH_TOLERANCE if config.rules == "kernelbench" else 0.0
+    return (
+        task.atol if task.atol is not None else max(config.atol, floor),
+        task.rtol if task.rtol is not None else max(config.rtol, floor),
+    )

@@ -134,6 +134,9 @@ class EvalResult:
             every hack defense on). ``None``: the same as ``status`` (read it through :attr:`kernelbench_verdict`).
         kernelbench_speedup: the speedup measured under that contract, where its verdict is ``ok`` and ``status`` is not.
         kernelbench_differs_by: the kernelgym-only check that separates the two verdicts (a rule id, or a sentence).
+        own_kernel_share: for an ``ok`` answer on a device, the share of its forward's device time spent in kernels
+            its own source defines (the rest is PyTorch's and its libraries'); below ``VerifierConfig.lazy_share``
+            it is flagged ``lazy-optimization`` (:mod:`kernelgym.verifier.kernel_share`). ``None``: not measured.
     """
 
     task_id: str
@@ -169,6 +172,7 @@ class EvalResult:
     kernelbench_status: str | None = None
     kernelbench_speedup: float | None = None
     kernelbench_differs_by: str = ""
+    own_kernel_share: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))

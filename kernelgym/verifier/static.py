@@ -17,7 +17,7 @@ from kernelgym.tasks.task import Task
 from kernelgym.verifier.extract import FormatError, extract_program
 from kernelgym.verifier.feedback import conclude
 from kernelgym.verifier.inspect import inspect_program
-from kernelgym.verifier.presets import get_preset
+from kernelgym.verifier.presets import CONTRACT_WAIVED, get_preset
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status
 
 __all__ = ["StaticOutcome", "run_static_stages"]
@@ -32,11 +32,15 @@ class StaticOutcome:
         seconds: time spent extracting and inspecting.
         rejection: the final result when a static stage rejected the answer
             (``format_error`` or ``illegal``); ``None`` when it goes on to the worker stages.
+        contract_only: under the ``kernelbench`` preset, every rule the answer broke is one KernelBench's contract
+            does not have (:data:`~kernelgym.verifier.presets.CONTRACT_WAIVED`): it can still be judged under that
+            contract.
     """
 
     code: str
     seconds: StageSeconds
     rejection: EvalResult | None = None
+    contract_only: bool = False
 
 
 def run_static_stages(task: Task, text: str, backend: str, rules: str = "native") -> StaticOutcome:
@@ -63,4 +67,5 @@ def run_static_stages(task: Task, text: str, backend: str, rules: str = "native"
         return StaticOutcome(code, seconds)
     details = [f"Static analysis found {len(violations)} rule violation(s):"]
     rejection = conclude(task.id, backend, Status.ILLEGAL, details=details, violations=violations, seconds=seconds, rules=rules)
-    return StaticOutcome(code, seconds, rejection)
+    contract_only = rules == "kernelbench" and all(v.rule in CONTRACT_WAIVED for v in violations)
+    return StaticOutcome(code, seconds, rejection, contract_only)

@@ -24,6 +24,7 @@ from kernelgym.verifier.candidate_side import run_call
 from kernelgym.verifier.compare import fingerprint, flatten_outputs
 from kernelgym.verifier.harness import CHECK_MODES, Harness, host_state, illegal_verdict, mismatch_verdict
 from kernelgym.verifier.rules import runtime
+from kernelgym.verifier.sandboxed_task import TaskFailure
 from kernelgym.verifier.timing_audit import audit_claims
 from kernelgym.verifier.trial_inputs import Refresher, draw_inputs, tensor_bytes
 from kernelgym.verifier.twin import ReferenceTwin, TwinUnavailable
@@ -117,6 +118,9 @@ def time_stage(h: Harness) -> None:
         h.bind(inputs, expected)
         twin = _start_twin(h, reference, inputs, expected)
         del expected
+        if twin is not None:  # from here on both processes hand freed host memory out alike (CandidateSide.cmd_reuse)
+            h.reuse_freed_memory()
+            twin.reuse()
         # On a device, no process of this worker starts beside the timed calls (the next job's candidate, forked
         # ahead, creates its device context while it starts); on a host, spares start on other CPUs.
         h.quiet()
@@ -191,13 +195,17 @@ def time_stage(h: Harness) -> None:
         # one times the median over rounds of their ratio, which drift of the machine's pace reaches alike.
         ref_ms = new_ms * ratio
     progress.timing.update(ref_eager_ms=ref_ms, runtime_ms=new_ms, runtime_spread_ms=new_spread, timed_calls=len(reported))
-    if config.compile_baseline:
+    if config.compile_baseline and not job.task.sandboxed:  # torch.compile would run the task's program here
         progress.timing["ref_compile_ms"] = _compile_baseline(h, reference, inputs, refresher, runs, warmup)
 
 
 def _start_twin(h: Harness, reference: torch.nn.Module, inputs: list[Any], expected: Any) -> ReferenceTwin | None:
-    """On a host, the reference's twin process, built and bound like the candidate's (``None`` on a device, or if it fails)."""
-    if h.twin is None or h.device.type != "cpu":
+    """On a host, the reference's twin process, built and bound like the candidate's (``None`` on a device, or if it fails).
+
+    A sandboxed task's reference is timed in its twin on every device: it never runs in this process.
+    """
+    sandboxed = h.job.task.sandboxed
+    if h.twin is None or h.device.type != "cpu" and not sandboxed:
         return None
     twin = None
     try:
@@ -212,6 +220,8 @@ def _start_twin(h: Harness, reference: torch.nn.Module, inputs: list[Any], expec
     except (TwinUnavailable, OSError, RuntimeError) as exc:
         if twin is not None:
             twin.close()
+        if sandboxed:
+            raise TaskFailure(f"timing the task's program in a process of its own: {exc}") from None
         h.progress.flags.append("reference-timed-in-judge")
         h.progress.notes.append(f"The reference was timed in the judge's process (its twin did not start: {str(exc)[:200]}).")
         return None

@@ -4,6 +4,7 @@ Holds:
     draw_inputs: a task's ``get_inputs()`` drawn from a seed directly on the device.
     Refresher: fresh values for every timed call, written in place outside the timed region.
     SharedBuffers: the judge's tensors that the candidate process reads (inputs) and writes (outputs).
+    send_shared: such buffers made, filled if asked, and their memfd sent to a process for its next command.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ import os
 import random
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from kernelgym.verifier.candidate_side import SharedTensor, map_descriptor, map_shared
 
-__all__ = ["draw_inputs", "Refresher", "SharedBuffers", "tensor_bytes"]
+if TYPE_CHECKING:
+    from kernelgym.verifier.channel import CandidateChannel
+
+__all__ = ["draw_inputs", "Refresher", "SharedBuffers", "send_shared", "tensor_bytes"]
 
 # Inputs above this size get fresh values by a random affine map of their first draw instead of a new
 # draw per timed call (drawing gigabytes of random numbers per call would dominate the timing stage).
@@ -155,6 +159,21 @@ class SharedBuffers:
                 local.append(mine)
                 remote.append(mine)
         return cls(local, remote, descriptor)
+
+
+def send_shared(channel: CandidateChannel, values: list[Any], on_host: bool = False, fill: bool = False) -> SharedBuffers:
+    """:meth:`SharedBuffers.share` of ``values``, filled with them if ``fill``; the memfd is sent to ``channel``'s process
+    now (it arrives with the next command) and only the judge's mapping is kept."""
+    shared = SharedBuffers.share(values, on_host=on_host)
+    if fill:
+        for mine, value in zip(shared.local, values, strict=True):
+            mine.copy_(value)
+    if shared.descriptor is not None:
+        try:
+            channel.send_descriptors([shared.descriptor])
+        finally:
+            os.close(shared.descriptor)
+    return shared
 
 
 def _buffer_shape(like: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...]]:

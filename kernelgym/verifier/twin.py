@@ -75,6 +75,10 @@ class ReferenceTwin:
             self._ask("fetch")
         return ms
 
+    def reuse(self) -> None:
+        """Its freed host memory reused from now on, as the candidate's is (see ``CandidateSide.cmd_reuse``)."""
+        self._ask("reuse")
+
     def probe(self) -> None:
         """A probe request, as the candidate gets before some calls."""
         self._ask("probe", False, False)

@@ -164,3 +164,43 @@ def test_each_disarm_writes_its_record_from_cpp_to_the_judges_descriptor(observe
     forged = f"kernelgym-observer {seq + 1} 5 16\naten::tanh\nend\n".encode()
     os.pwrite(fd, forged, 0)
     assert read_record(fd, seq + 1) is None  # miscounted
+
+
+_REUSE = """
+import sys
+from pathlib import Path
+import torch
+from kernelgym.backends.aten_observer import load_observer
+
+observer = load_observer(Path(sys.argv[1]))
+assert observer.reuse_host_blocks(True)
+a, b = torch.empty(65536), torch.empty(65536)
+first, second = a.data_ptr(), b.data_ptr()
+del a
+del b
+other_size = torch.empty(1024)  # another size takes neither
+again = [torch.empty(65536), torch.empty(65536)]
+assert [t.data_ptr() for t in again] == [second, first], "most recently freed first, per size"
+x, bias = torch.randn(16, 4096), torch.randn(4096)
+outputs = set()
+for _ in range(50):
+    out = torch.tanh(x * 0.5) + bias  # each call's temporaries and output land in the blocks the last call freed
+    outputs.add(out.data_ptr())
+assert len(outputs) <= 2, len(outputs)
+assert torch.equal(out, torch.tanh(x * 0.5) + bias)
+assert observer.reuse_host_blocks(False)  # kept blocks go back to the C allocator; allocations go on
+assert torch.zeros(65536).sum().item() == 0.0
+print("reused", flush=True)
+"""
+
+
+def test_reusing_host_blocks_hands_out_the_most_recently_freed_block_of_a_size(cache_dir: Path, observer: AtenObserver) -> None:
+    """What the timed calls of both host processes run with (``CandidateSide.cmd_reuse``): freed host memory handed
+    out again most recently freed first, so a forward's buffers stay in the same few blocks call after call (a fresh
+    process: the allocator it installs stays for the process's life)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _REUSE, str(cache_dir / "builds")], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "reused", done.stderr[-2000:]

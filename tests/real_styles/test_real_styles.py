@@ -53,8 +53,8 @@ def test_a_failing_build_in_init_inside_try_is_compiled_once_and_remembered(cach
         after_first = _store_files(cache_dir)
         second = verifier.evaluate(task, text)
     assert first.status is Status.OK and second.status is Status.OK, first.feedback
-    new = {name for name in after_first if name not in before}
-    assert len(new) == 1 and next(iter(new)).endswith(".failed.json")  # the failure, recorded by the trusted side
+    # The failure, recorded once by the trusted side (a fresh cache also gains the worker's own one-time builds).
+    assert len([name for name in after_first if name not in before and name.endswith(".failed.json")]) == 1
     # Built once, in the build stage: the check stage's constructions and the time stage's found it in the store.
     assert first.seconds.check + first.seconds.time < first.seconds.build
     # Judged again: nothing compiled (the record would have been written again), nothing new in the store.
@@ -117,3 +117,32 @@ def test_under_the_kernelbench_preset_a_result_carries_the_verdict_of_kernelbenc
     # Where both contracts agree, the result says so without a second check.
     assert honest.status is Status.OK and honest.kernelbench_verdict is Status.OK and honest.kernelbench_status is None
     assert honest.kernelbench_speedup_eager == honest.speedup_eager
+
+
+def test_an_answer_illegal_only_by_a_rule_kernelbench_lacks_is_judged_under_its_contract(cache_dir: Path, cpu_suite) -> None:
+    fields, text = _sample("flags_set_at_import")
+    kernelbench_expected = re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1)
+    task = cpu_suite[fields["task"]]
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        built = verifier.build_many([(task, text)])[0]
+        result = verifier.evaluate(task, text)
+        patched = verifier.evaluate(task, text.replace("super().__init__()", "super().__init__()\n        torch.relu = torch.sigmoid"))
+    assert built.status is Status.ILLEGAL and built.kernelbench_status is None  # built ahead, still the strict verdict
+    assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
+    assert result.kernelbench_differs_by == "`global-flags`" and {v.rule for v in result.violations} == {"global-flags"}
+    assert result.kernelbench_speedup_eager is not None and result.kernelbench_speedup_eager > 0 and result.score == 0.0
+    # A hack defense the contract keeps: the answer that also replaces a torch function is illegal under both.
+    assert patched.status is Status.ILLEGAL and patched.kernelbench_verdict is Status.ILLEGAL and patched.kernelbench_status is None
+    # The strict preset's own illegal answers are final at once under the native preset.
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config("native")) as verifier:
+        native = verifier.evaluate(task, text)
+    assert native.status is Status.ILLEGAL and native.kernelbench_status is None and native.seconds.build == 0.0
+
+
+def test_an_input_written_in_place_is_incorrect_and_right_under_kernelbench_s_contract(cache_dir: Path, cpu_suite) -> None:
+    fields, text = _sample("input_written_in_place")
+    kernelbench_expected = re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1)
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        result = verifier.evaluate(cpu_suite[fields["task"]], text)
+    assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
+    assert result.kernelbench_differs_by == "`input-mutation`"

@@ -79,6 +79,9 @@ def test_grouping_divisibility_equal_sizes_and_computed_names_are_kept() -> None
         "batch_size = 16\ndef get_inputs():\n    return [make(batch_size)]\n",
         "n = 2 ** 10 ** 9\ndef get_inputs():\n    return [n]\n",
         "size = [1] * 10 ** 12\ndef get_inputs():\n    return size\n",
+        # Each step within the evaluator's per-operation bounds, the chain beyond any memory (a task sent to a server).
+        "a = 2 ** 64\nb = a ** 64\nc = b ** 64\nd = c ** 64\ne = d ** 64\nf = e ** 64\ndef get_inputs():\n    return [f]\n",
+        "s = 'x' * 4096\nt = s * 4096\nu = t * 4096\ndef get_inputs():\n    return [u]\n",
         "a, *b = 1, 2, 3\nbatch = 64\nbatch += 1\ndef get_inputs():\n    return [torch.rand(batch, a)]\n",
         "import torch\nshape = (64, 64)\ndef get_inputs():\n    return [torch.rand(*shape), torch.randn(size=shape)]\n",
     ],

@@ -169,3 +169,15 @@ def test_plain_outputs_are_let_go_in_a_probe(tmp_path):
     output = side.kept[0]
     assert side.cmd_probe(False, False)["ok"]
     assert side.held == [] and sys.getrefcount(output) == 2  # this test's reference and the argument's: the side let it go
+
+
+def test_reuse_is_a_host_request_that_needs_the_observer(tmp_path):
+    """Without the native observer (whose allocator hands freed host memory out again) the request changes nothing."""
+
+    class Double(torch.nn.Module):
+        def forward(self, x):  # noqa: ANN001, ANN201
+            return x * 2
+
+    side = _side(tmp_path, Double())
+    assert side.cmd_reuse() == {"ok": True, "reusing": False}
+    assert side.cmd_call(False, False)["ok"]

@@ -32,7 +32,7 @@ class ReadCandidate:
 
 @pytest.fixture
 def harness(tmp_path: Path) -> Harness:
-    job = types.SimpleNamespace(config=VerifierConfig(), seeds=[7])
+    job = types.SimpleNamespace(config=VerifierConfig(), seeds=[7], strict_rejection=None)
     h = Harness(job, get_backend("cpp"), ReadCandidate(tmp_path), tmp_path, tmp_path, lambda *_: None, Progress())
     h.baseline = h.candidate.process_state()
     return h

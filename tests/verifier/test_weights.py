@@ -418,7 +418,7 @@ def _harness(tmp_path: Path, weights: str):  # noqa: ANN202 (a Harness; imported
     from kernelgym.backends import get_backend
     from kernelgym.verifier.harness import Harness, Progress
 
-    job = types.SimpleNamespace(config=VerifierConfig(weights=weights), seeds=[7, 8, 9])
+    job = types.SimpleNamespace(config=VerifierConfig(weights=weights), seeds=[7, 8, 9], strict_rejection=None)
     return Harness(job, get_backend("cpp"), None, tmp_path, tmp_path, lambda *_: None, Progress())
 
 
@@ -524,7 +524,7 @@ def test_a_reference_build_is_kept_and_copied_for_the_same_seed_inputs_and_const
             self.linear = nn.Linear(features, program.width)
 
     program = types.SimpleNamespace(Model=Model, width=3)
-    job = types.SimpleNamespace(config=VerifierConfig(), seeds=[7, 8, 9])
+    job = types.SimpleNamespace(config=VerifierConfig(), seeds=[7, 8, 9], strict_rejection=None)
     h = Harness(job, get_backend("cpp"), None, tmp_path, tmp_path, lambda *_: None, Progress())
     h.reference, h.init_inputs = program, [4]
     first = h.initial_reference()

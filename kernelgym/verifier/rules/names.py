@@ -168,6 +168,8 @@ _MODULE_RULES: dict[str, str] = {
     **dict.fromkeys(
         ("inspect", "traceback", "__main__", "builtins", "faulthandler", "tracemalloc"), "harness-introspection"
     ),
+    # The judge profiles the answer's calls in its process (kernelgym.verifier.kernel_share): the profiler is the harness's.
+    **dict.fromkeys(("torch.profiler", "torch.autograd.profiler", "torch.autograd.profiler_util"), "harness-introspection"),
     **dict.fromkeys(("importlib", "runpy", "code", "codeop", "pkgutil", "zipimport"), "dynamic-code"),
     **dict.fromkeys(
         ("torch._dynamo", "torch._inductor", "torch.jit", "torch.export", "torch.fx", "torch.compiler"),
