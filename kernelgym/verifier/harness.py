@@ -47,17 +47,11 @@ from kernelgym.verifier.presets import contract_preset, get_preset, tolerances
 from kernelgym.verifier.reference_builds import ReferenceBuilds
 from kernelgym.verifier.result import Status, Violation
 from kernelgym.verifier.rules import runtime
-from kernelgym.verifier.sampled_compute import sample_forward
 from kernelgym.verifier.sandboxed_task import SandboxedProgram, SandboxedTask, TaskFailure
 from kernelgym.verifier.trial_inputs import send_shared
 
 __all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "require_ok", "share_buffers", "mismatch_verdict", "redrawable_state",
            "perf_counter"]
-
-SAMPLED_FROM_SPEEDUP = 0.5
-"""Answers timed at least this fast against eager PyTorch are sampled for ATen's compute (``aten-compute-sampled``):
-one slower than half of ATen's own speed gained nothing by calling ATen, and is not sampled (sampling costs a
-judgement up to a second of untimed calls)."""
 
 IDLE_WAIT_SECONDS = 0.05
 """How long the judge waits for a candidate's threads to stop running before it reads its outputs again (host)."""
@@ -331,19 +325,6 @@ class Harness:
                    if key != "threads" and _compared(key, self.baseline.get(key)) != _compared(key, value)]
         if changes:
             raise illegal_verdict(f"The candidate changed its process {when}.", runtime.process_state_changed(changes))
-
-    def sample_compute(self) -> None:
-        """ATen's compute in ``forward``, seen by sampling from outside (:mod:`~kernelgym.verifier.sampled_compute`), is illegal."""
-        if "aten-compute-sampled" in self.preset.waived or self.device.type != "cpu":
-            return  # a preset that allows ATen compute; a device, where kernels run off the threads sampled
-        timing = self.progress.timing
-        if timing.get("runtime_ms") and timing["ref_eager_ms"] / timing["runtime_ms"] < SAMPLED_FROM_SPEEDUP:
-            return  # far slower than ATen's own kernels: computing in them would have gained it speed
-        share = sample_forward(self)
-        if share.refused:
-            self.progress.flags.append("compute-not-sampled")
-        elif share.computed_in_aten:
-            raise illegal_verdict("PyTorch's kernels computed ModelNew.forward's outputs.", runtime.aten_compute_sampled(share.sentence()))
 
     # --- models and calls ---------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from kernelgym.verifier.kernel_share import profile_kernels
 from kernelgym.verifier.presets import contract_preset
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status, Violation
 from kernelgym.verifier.rules import runtime
+from kernelgym.verifier.sampled_compute import sample_compute
 from kernelgym.verifier.sandboxed_task import TaskFailure
 from kernelgym.verifier.timing_stage import time_stage
 from kernelgym.verifier.trial_inputs import draw_inputs
@@ -265,7 +266,7 @@ def _stages(h: Harness, job: JudgeJob, backend: Backend, progress: Progress) -> 
                     with h.stage("time", timeouts.time):
                         time_stage(h)
                 with h.stage("check", timeouts.check):  # after the timed calls, which it cannot perturb
-                    h.sample_compute()  # where forward runs, sampled from outside: ATen reached below the dispatcher
+                    sample_compute(h)  # where forward runs, sampled from outside: ATen reached below the dispatcher
                     profile_kernels(h)  # on a device: the share of its device time in the answer's own kernels
     except Verdict as verdict:
         status, details, violations, lead = verdict.status, verdict.details, verdict.violations, verdict.lead

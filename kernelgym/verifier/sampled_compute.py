@@ -9,6 +9,7 @@ Holds:
         from samples of calls and probes.
     poisson_bound / settled: when the samples taken so far settle the verdict either way.
     sample_forward: sample untimed calls and probes of a candidate (after its timed calls) into a ComputeShare.
+    SAMPLED_FROM_SPEEDUP / sample_compute: the judge's step: which answers are sampled, the verdict, the host's share.
 
 The native observer sees operators that go through the dispatcher; linking rules see the symbols an extension
 imports. An answer can do without both: take the address of an ATen kernel (``at::cpu::mm``) from the library
@@ -39,14 +40,16 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 
 from kernelgym.backends.store import ExtensionStore
+from kernelgym.verifier.harness import illegal_verdict
+from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.trial_inputs import Refresher, draw_inputs
 
 if TYPE_CHECKING:
     from kernelgym.verifier.harness import Harness
 
 __all__ = ["COMPUTE_LIBRARIES", "CodeSample", "CodeSampler", "ComputeShare", "MIN_COMPUTE_SAMPLES", "MIN_FORWARD_SAMPLES",
-           "MIN_KERNEL_SAMPLES", "SHARE_LIMIT", "TORCH_LIBRARIES", "UNMAPPED", "compute_share", "poisson_bound", "sample_forward",
-           "settled"]
+           "MIN_KERNEL_SAMPLES", "SAMPLED_FROM_SPEEDUP", "SHARE_LIMIT", "TORCH_LIBRARIES", "UNMAPPED", "compute_share", "poisson_bound", "sample_compute",
+           "sample_forward", "settled"]
 
 COMPUTE_LIBRARIES = ("libmkl", "libopenblas", "libblas", "liblapack", "libdnnl", "libmkldnn", "libsleef", "libcublas",
                      "libcudnn", "libcufft")
@@ -395,3 +398,35 @@ def sample_forward(h: Harness, verdict: bool = True) -> ComputeShare:
     if sampler.refused:
         return ComputeShare(calls, calls, 0.0, 0.0, refused=sampler.refused)
     return share()
+
+
+SAMPLED_FROM_SPEEDUP = 0.5
+"""Answers timed at least this fast against eager PyTorch are sampled for ATen's compute (``aten-compute-sampled``):
+one slower than half of ATen's own speed gained nothing by calling ATen, and is not sampled (sampling costs a
+judgement up to a second of untimed calls)."""
+
+
+def sample_compute(h: Harness) -> None:
+    """ATen's compute in ``forward``, seen by sampling from outside (:mod:`~kernelgym.verifier.sampled_compute`), is
+    illegal; the samples also give the host's profiling share (``own_kernel_share``), and are taken for it alone
+    where no verdict rests on them only when the reward uses it (``RewardSpec.own_share_weight``)."""
+    if h.device.type != "cpu":
+        return  # a device, where kernels run off the threads sampled
+    timing = h.progress.timing
+    waived = "aten-compute-sampled" in h.preset.waived
+    slow = timing.get("runtime_ms") and timing["ref_eager_ms"] / timing["runtime_ms"] < SAMPLED_FROM_SPEEDUP
+    if waived or slow:  # a preset that allows ATen compute; far slower than ATen's kernels, which it so did not use
+        if not (h.config.profile_calls and h.config.reward.own_share_weight > 0 and timing.get("runtime_ms")):
+            return
+        share = sample_forward(h, verdict=False)
+    else:
+        share = sample_forward(h)
+    if share.refused:
+        h.progress.flags.append("compute-not-sampled")
+    elif share.computed_in_aten and not (waived or slow):
+        raise illegal_verdict("PyTorch's kernels computed ModelNew.forward's outputs.", runtime.aten_compute_sampled(share.sentence()))
+    if share.own is not None:
+        timing["own_kernel_share"] = share.own
+        if share.own < h.config.lazy_share:
+            h.progress.flags.append("lazy-optimization")
+

@@ -117,3 +117,28 @@ def test_bench_metrics_average_the_share_of_passing_episodes() -> None:
     metrics = metric_set(episodes, ["a", "b", "c"], k=1)
     assert metrics.own_kernel_share == pytest.approx(0.5) and metrics.lazy == pytest.approx(0.5)
     assert metric_set({("c", 0): episodes[("c", 0)]}, ["c"], k=1).own_kernel_share is None
+
+
+@pytest.mark.slow
+def test_on_a_host_the_share_comes_from_the_samples_when_the_reward_uses_it(cache_dir, cpu_suite) -> None:
+    from kernelgym import Verifier
+    from kernelgym.agents.identity_agent import identity_answer
+
+    task = cpu_suite["level1/16_Conv1D"]
+    reward = RewardSpec(correct_weight=0.4, own_share_weight=0.1)
+    config = VerifierConfig(rules="kernelbench", runs=5, warmup=1, reward=reward)
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=config) as verifier:
+        own = verifier.evaluate(task, task.solution("cpp"))
+        lazy = verifier.evaluate(task, identity_answer(task.source))  # PyTorch's conv1d: no kernel of its own
+    assert own.status is Status.OK and lazy.status is Status.OK, (own.feedback, lazy.feedback)
+    assert own.own_kernel_share is not None and own.own_kernel_share >= 0.5 and "lazy-optimization" not in own.flags
+    assert lazy.own_kernel_share == 0.0 and "lazy-optimization" in lazy.flags
+    for result in (own, lazy):  # the score carries the share's term
+        assert result.score == pytest.approx(reward.score(Status.OK, compiled=True, correct=True, speedup=result.speedup_eager,
+                                                          timing_meaningful=result.timing_meaningful,
+                                                          own_kernel_share=result.own_kernel_share))
+    # Without the reward term the kernelbench preset does not sample: nothing is measured, nothing costs.
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir,
+                  config=VerifierConfig(rules="kernelbench", runs=5, warmup=1)) as verifier:
+        plain = verifier.evaluate(task, identity_answer(task.source))
+    assert plain.status is Status.OK and plain.own_kernel_share is None
