@@ -9,6 +9,7 @@ Holds:
     item_task: an item's task as a :class:`~kernelgym.tasks.Task` for the judge.
     judge_items: judge items' answers with a verifier; the items judged ``ok`` and every verdict's status.
     write_jsonl, read_jsonl: a corpus file, one item per line.
+    write_suite: items as a KernelBench-layout folder (tasks and their Triton answers), a suite for bench and training.
 
 The families and their code live in :mod:`kernelgym.training.corpus_families`.
 The held-out split is defined by signature, never by seed: a signature is held
@@ -17,9 +18,11 @@ out when it is the composition of a KernelBench level-1 task (one op alone:
 ``reduction:sum``, ``matmul:linear_nobias``) or when its hash falls in a fixed
 tenth of the space, so no training item ever shares an op composition with a
 held-out one, whatever seeds made them. Build a corpus (Triton's interpreter
-judges on a machine without a GPU)::
+judges on a machine without a GPU), and a held-out suite to benchmark on::
 
     python -m kernelgym.training.corpus --n 400 --seed 0 --split train --out corpus/train.jsonl
+    python -m kernelgym.training.corpus --n 40 --split held_out --out corpus/held_out.jsonl --suite-dir corpus/held_out
+    kernelgym bench --suite kernelbench:corpus/held_out --backend triton --agent kernel-lm --model checkpoints/kernel-lm
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from kernelgym.training.corpus_families import FAMILIES, NORMS, REDUCERS, SOFTMA
 
 __all__ = [
     "KERNELBENCH_LEVEL1", "CorpusItem", "generate", "is_held_out", "item_task", "judge_items", "read_jsonl",
-    "signature", "write_jsonl",
+    "signature", "write_jsonl", "write_suite",
 ]
 
 SPLITS = ("train", "held_out")
@@ -185,6 +188,20 @@ def read_jsonl(path: str | Path) -> list[CorpusItem]:
     return items
 
 
+def write_suite(items: Sequence[CorpusItem], root: str | Path) -> list[str]:
+    """Write ``items`` under ``root`` as a KernelBench tree (``level1/<n>_<name>.py``, answers under
+    ``solutions/triton/``), which ``load_suite("kernelbench:<root>")`` reads; the task ids, in order."""
+    root = Path(root)
+    ids = []
+    for number, item in enumerate(items, start=1):
+        stem = f"{number}_{item.family}_{'_'.join(item.ops)}"
+        for folder, text in ((root / "level1", item.task_source), (root / "solutions" / "triton" / "level1", item.answer_source)):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{stem}.py").write_text(text, encoding="utf-8")
+        ids.append(f"level1/{stem}")
+    return ids
+
+
 @dataclass
 class CorpusOptions:
     """Options of ``python -m kernelgym.training.corpus``."""
@@ -199,6 +216,8 @@ class CorpusOptions:
     """where the items judged ok go (JSON lines)"""
     workers: int = 2
     """verifier worker processes"""
+    suite_dir: str = ""
+    """also write the items judged ok here as a KernelBench tree ("": not)"""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -213,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with Verifier("triton", config=VerifierConfig(timing=False), num_workers=options.workers) as verifier:
         kept, statuses = judge_items(items, verifier)
     write_jsonl(kept, options.out)
+    if options.suite_dir:
+        write_suite(kept, options.suite_dir)
     print(f"kept {len(kept)} of {len(items)} ({dict(statuses)}) -> {options.out}")
     return 0 if kept else 1
 

@@ -2,12 +2,13 @@
 
 Holds:
     ModelSize: the shape of the decoder (a ``transformers`` Qwen2 config).
-    SIZES: ``toy`` (tests, ~31k parameters) and ``small`` (the default, ~28M parameters with its full vocabulary).
+    SIZES: ``toy`` (tests, ~0.13M parameters) and ``small`` (the default, ~28M parameters with its full vocabulary).
     train_tokenizer: a byte-level BPE tokenizer trained on corpus text, with the chat template the agent uses.
     build_model: a randomly initialised decoder of a size for a tokenizer.
     pretraining_texts: the raw programs of corpus items (causal LM on every token).
     tokenizer_texts: the texts the tokenizer is trained on (programs, system message, task prompts).
-    finetuning_pairs: (chat prompt, answer) per item, the prompt built by kernelgym's own prompt builder.
+    task_prompt: the task prompt a ``KernelEnv`` shows for the ``triton`` backend.
+    finetuning_pair, finetuning_pairs: (chat prompt, answer) texts, the prompt built by kernelgym's own prompt builder.
     train_causal_lm: AdamW steps of next-token loss, on every token or on the answer tokens only.
     save_checkpoint, load_checkpoint: a checkpoint directory the ``kernel-lm`` agent loads.
     main: ``python -m kernelgym.training.kernel_lm`` (corpus file -> tokenizer, pretraining, fine-tuning, checkpoint).
@@ -34,11 +35,12 @@ from typing import Any
 from kernelgym.agents.kernel_lm import CHAT_TEMPLATE, METADATA_FILE
 from kernelgym.envs.prompt import SYSTEM_PROMPT, build_prompt, conversation, sanitize
 from kernelgym.errors import require_extra
+from kernelgym.tasks import Task
 from kernelgym.training.corpus import CorpusItem, item_task
 
 __all__ = [
-    "SIZES", "ModelSize", "build_model", "finetuning_pairs", "load_checkpoint", "pretraining_texts", "save_checkpoint",
-    "tokenizer_texts", "train_causal_lm", "train_tokenizer",
+    "SIZES", "ModelSize", "build_model", "finetuning_pair", "finetuning_pairs", "load_checkpoint", "pretraining_texts", "save_checkpoint",
+    "task_prompt", "tokenizer_texts", "train_causal_lm", "train_tokenizer",
 ]
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -68,7 +70,7 @@ class ModelSize:
 
 
 SIZES = {
-    "toy": ModelSize(vocab_size=384, hidden=32, layers=2, heads=2, kv_heads=1, intermediate=64, context=1024),
+    "toy": ModelSize(vocab_size=1024, hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128, context=2048),
     "small": ModelSize(vocab_size=8192, hidden=512, layers=8, heads=8, kv_heads=4, intermediate=1408, context=2048),
 }
 
@@ -116,25 +118,28 @@ def pretraining_texts(items: Sequence[CorpusItem]) -> list[str]:
 
 def tokenizer_texts(items: Sequence[CorpusItem]) -> list[str]:
     """What the tokenizer learns its merges from: the programs, the system message and the task prompts."""
-    return [*pretraining_texts(items), SYSTEM_PROMPT, *(_task_prompt(item) for item in items)]
+    return [*pretraining_texts(items), SYSTEM_PROMPT, *(task_prompt(item_task(item)) for item in items)]
 
 
-def _task_prompt(item: CorpusItem) -> str:
+def task_prompt(task: Task) -> str:
+    """The task prompt a ``KernelEnv`` on the ``triton`` backend shows for ``task``."""
     from kernelgym.envs.kernel_env import MAX_PROMPT_CHARS
     from kernelgym.verifier import backend_language
 
-    return sanitize(build_prompt(item_task(item), backend_language("triton")), MAX_PROMPT_CHARS)
+    return sanitize(build_prompt(task, backend_language("triton")), MAX_PROMPT_CHARS)
+
+
+def finetuning_pair(task: Task, answer: str, tokenizer: Any, system_prompt: str | None = SYSTEM_PROMPT) -> tuple[str, str]:
+    """``(prompt, answer)`` texts: the chat a benchmark sends for ``task``, and ``answer`` in a fenced block."""
+    messages = conversation(task_prompt(task), system_prompt=system_prompt)
+    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return prompt, f"```python\n{answer.rstrip()}\n```"
 
 
 def finetuning_pairs(items: Sequence[CorpusItem], tokenizer: Any,
                      system_prompt: str | None = SYSTEM_PROMPT) -> list[tuple[str, str]]:
-    """``(prompt, answer)`` texts: the chat a benchmark sends for the item's task, and its answer in a fenced block."""
-    pairs = []
-    for item in items:
-        messages = conversation(_task_prompt(item), system_prompt=system_prompt)
-        prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        pairs.append((prompt, f"```python\n{item.answer_source.rstrip()}\n```"))
-    return pairs
+    """:func:`finetuning_pair` of every item's task and answer."""
+    return [finetuning_pair(item_task(item), item.answer_source, tokenizer, system_prompt) for item in items]
 
 
 def _encode(tokenizer: Any, prompt: str, answer: str, context: int) -> tuple[list[int], int]:

@@ -20,6 +20,7 @@ from kernelgym.training.corpus import (
     read_jsonl,
     signature,
     write_jsonl,
+    write_suite,
 )
 from kernelgym.training.corpus_families import FAMILIES, UNARY_OPS
 
@@ -76,3 +77,14 @@ def test_one_answer_per_family_is_judged_ok_and_a_broken_one_is_not(cache_dir: P
         kept, statuses = judge_items([*items, broken], verifier)
     assert kept == items, statuses
     assert statuses["ok"] == len(items) and statuses["incorrect"] == 1
+
+
+def test_items_written_as_a_suite_load_with_their_answers(tmp_path: Path) -> None:
+    from kernelgym.tasks import load_suite
+
+    items = generate(5, seed=3)
+    ids = write_suite(items, tmp_path / "suite")
+    suite = load_suite(f"kernelbench:{tmp_path / 'suite'}")
+    assert suite.ids() == ids
+    assert [suite[i].source for i in ids] == [item.task_source for item in items]
+    assert [suite[i].solution("triton") for i in ids] == [item.answer_source for item in items]
