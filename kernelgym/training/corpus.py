@@ -3,6 +3,7 @@
 Holds:
     CorpusItem: one task program, its Triton answer, its family and its op-composition signature.
     KERNELBENCH_LEVEL1: KernelBench level-1 tasks of the corpus's families, by family (held out, never generated).
+    kernelbench_task_ids: the ids of those tasks in a KernelBench suite (``level1/19_ReLU``, ...).
     signature: the op-composition key of an item (``"elementwise:relu>scale"``).
     is_held_out: whether a signature belongs to the held-out split.
     generate: ``n`` items of one split, deterministic from a seed.
@@ -42,7 +43,7 @@ from kernelgym.tasks import Task
 from kernelgym.training.corpus_families import FAMILIES, NORMS, REDUCERS, SOFTMAXES, UNARY_OPS
 
 __all__ = [
-    "KERNELBENCH_LEVEL1", "CorpusItem", "generate", "is_held_out", "item_task", "judge_items", "read_jsonl",
+    "KERNELBENCH_LEVEL1", "CorpusItem", "generate", "is_held_out", "item_task", "judge_items", "kernelbench_task_ids", "read_jsonl",
     "signature", "write_jsonl", "write_suite",
 ]
 
@@ -95,6 +96,16 @@ class CorpusItem:
     def signature(self) -> str:
         """The op-composition key (see :func:`signature`)."""
         return signature(self.family, self.ops)
+
+
+def kernelbench_task_ids(families: Sequence[str] = tuple(KERNELBENCH_LEVEL1)) -> list[str]:
+    """The KernelBench level-1 task ids of ``families``, for ``kernelgym bench --tasks``.
+
+    Example:
+        >>> kernelbench_task_ids(["softmax"])
+        ['level1/23_Softmax', 'level1/24_LogSoftmax']
+    """
+    return [f"level1/{stem}" for family in families for stem in KERNELBENCH_LEVEL1[family]]
 
 
 def signature(family: str, ops: Sequence[str]) -> str:

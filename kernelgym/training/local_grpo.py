@@ -88,13 +88,13 @@ class GRPOSettings:
 class JudgeOnce:
     """The real verifier, asked once per distinct (task, answer); identical answers reuse its verdict.
 
-    Concurrent requests for the same pair wait for the one evaluation in flight. Every verdict handed out
-    (judged or reused) is kept in ``verdicts_given``, in order, so a caller can check that each reward
-    came from one.
+    Concurrent requests for the same pair wait for the one evaluation in flight. With ``keep_verdicts``,
+    every verdict handed out (judged or reused) is kept in ``verdicts_given``, in order, so a caller can
+    check that each reward came from one.
     """
 
-    def __init__(self, verifier: Any, enabled: bool = True) -> None:
-        self.verifier, self.enabled = verifier, enabled
+    def __init__(self, verifier: Any, enabled: bool = True, keep_verdicts: bool = False) -> None:
+        self.verifier, self.enabled, self.keep_verdicts = verifier, enabled, keep_verdicts
         self.verdicts: dict[tuple[str, str], Future] = {}
         self.verdicts_given: list[EvalResult] = []
         self.lock = threading.Lock()
@@ -122,8 +122,9 @@ class JudgeOnce:
                 self.judged += 1
                 self.seconds += time.perf_counter() - start
         result = verdict.result()
-        with self.lock:
-            self.verdicts_given.append(result)
+        if self.keep_verdicts:
+            with self.lock:
+                self.verdicts_given.append(result)
         return result
 
     def evaluate_many(self, pairs: list[tuple[Any, str]]) -> list[EvalResult]:
@@ -158,7 +159,7 @@ class GenerateClient:
         import torch
         from verl.workers.rollout.replica import TokenOutput
 
-        ids = torch.tensor([prompt_ids])
+        ids = torch.tensor([prompt_ids], device=self.model.device)
         limit = int(sampling_params.get("max_tokens", self.max_new_tokens))
         extra = {"logits_processor": self.processors(ids.shape[1])} if self.processors is not None else {}
         with self.lock, torch.no_grad():
@@ -173,24 +174,24 @@ class GenerateClient:
 
 
 def response_logits(model: Any, batch: Any, rows: Any) -> Any:
-    """The logits that predict each response token, ``[rows, response_width, vocab]``."""
-    logits = model(
-        input_ids=batch["input_ids"][rows], attention_mask=batch["attention_mask"][rows],
-        position_ids=batch["position_ids"][rows],
-    ).logits
+    """The logits that predict each response token, ``[rows, response_width, vocab]``, on the model's device."""
+    logits = model(**{name: batch[name][rows].to(model.device)
+                      for name in ("input_ids", "attention_mask", "position_ids")}).logits
     width = batch["responses"].shape[1]
     return logits[:, -width - 1:-1].float()
 
 
 def plain_log_probs(model: Any, batch: Any, rows: Any) -> tuple[Any, Any]:
-    """Log-probs of the response tokens under ``model`` (0 outside the response mask) and the entropies there."""
+    """Log-probs of the response tokens under ``model`` (0 outside the response mask) and the entropies there,
+    on the batch's device."""
     import torch
 
     logp = torch.log_softmax(response_logits(model, batch, rows), dim=-1)
-    mask = batch["response_mask"][rows].bool()
-    token_logp = torch.where(mask, logp.gather(-1, batch["responses"][rows].unsqueeze(-1)).squeeze(-1), 0.0)
+    mask = batch["response_mask"][rows].bool().to(logp.device)
+    responses = batch["responses"][rows].to(logp.device)
+    token_logp = torch.where(mask, logp.gather(-1, responses.unsqueeze(-1)).squeeze(-1), 0.0)
     entropy = -(logp.exp() * logp).sum(-1)
-    return token_logp, entropy[mask]
+    return token_logp.cpu(), entropy[mask].cpu()
 
 
 def quantiles(values: Sequence[float], prefix: str) -> dict[str, float]:

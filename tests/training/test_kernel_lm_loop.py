@@ -5,7 +5,8 @@ Dynamic Retry, the ``kernelgym`` agent loop) and every answer is judged by the r
 the ``triton`` backend: Triton's interpreter checks correctness on a CPU with nothing to compile,
 where the ``cpp`` backend would spend a C++ build (~15 s of a core) on every distinct answer.
 The toy model is fine-tuned until it nearly reproduces its task's answer, so sampled answers are
-judged for real (some pass, some do not), not only refused as unparsable text.
+judged for real (some pass, some do not), not only refused as unparsable text. The RL example
+(``examples/kernel_lm_grpo.py``) runs one step in a subprocess and saves a checkpoint the agent loads.
 """
 
 from __future__ import annotations
@@ -15,15 +16,14 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        any(importlib.util.find_spec(m) is None for m in ("verl", "transformers", "triton")),
-        reason="needs verl, transformers and triton: pip install 'kernelgym[verl,triton]'",
-    ),
-]
+needs_extras = pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("verl", "transformers", "triton")),
+    reason="needs verl, transformers and triton: pip install 'kernelgym[verl,triton]'",
+)
 
 
+@pytest.mark.slow
+@needs_extras
 def test_two_grpo_steps_change_the_policy_and_pay_only_verdicts(tmp_path: Path, cache_dir: Path) -> None:
     import torch
 
@@ -69,7 +69,8 @@ def test_two_grpo_steps_change_the_policy_and_pay_only_verdicts(tmp_path: Path, 
     answer_tokens = len(tokenizer.encode(pair[1])) + 8
     settings = GRPOSettings(group_size=4, max_turns=1, ppo_epochs=1, minibatches=2, mix_ratio=0.0,
                             prompt_length=prompt_tokens + 16, response_length=answer_tokens)
-    judge = JudgeOnce(Verifier("triton", config=VerifierConfig(timing=False), num_workers=2, cache_dir=cache_dir))
+    judge = JudgeOnce(Verifier("triton", config=VerifierConfig(timing=False), num_workers=2, cache_dir=cache_dir),
+                      keep_verdicts=True)
     before = [p.detach().clone() for p in model.parameters()]
     trainer = LocalGRPO(model, tokenizer, policy_dir, GenerateClient(model, tokenizer, answer_tokens), judge,
                         "triton", settings, torch.optim.Adam(model.parameters(), lr=1e-3))
@@ -91,3 +92,40 @@ def test_two_grpo_steps_change_the_policy_and_pay_only_verdicts(tmp_path: Path, 
     for outcome, reward in trajectories:
         assert reward == pytest.approx(prime_echo_rewards(outcome.scores, settings.alpha, settings.gamma).trajectory_reward)
     assert any(v.status.value != "format_error" for v in verdicts), [v.status.value for v in verdicts]
+
+
+@pytest.mark.slow
+@needs_extras
+def test_the_rl_example_runs_a_step_and_saves_a_checkpoint_the_agent_loads(tmp_path: Path) -> None:
+    import json
+
+    from kernelgym.agents import make_agent
+    from kernelgym.training.corpus import generate, write_suite
+    from kernelgym.training.kernel_lm import SIZES, build_model, save_checkpoint, tokenizer_texts, train_tokenizer
+
+    from .example_runs import ROOT, run_example
+
+    items = generate(1, seed=0)
+    write_suite(items, tmp_path / "suite")
+    tokenizer = train_tokenizer(tokenizer_texts(items), SIZES["toy"].vocab_size)
+    start = save_checkpoint(tmp_path / "start", build_model(tokenizer, SIZES["toy"]), tokenizer, {"size": "toy"})
+    done = run_example(
+        ROOT / "examples" / "kernel_lm_grpo.py", "--checkpoint", str(start), "--suite", f"kernelbench:{tmp_path / 'suite'}",
+        "--steps", "1", "--tasks-per-step", "1", "--group-size", "2", "--max-turns", "1", "--max-new-tokens", "16",
+        "--num-workers", "1", "--save", str(tmp_path / "rl"), "--out", str(tmp_path / "metrics.jsonl"), timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    (record,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert record["step"] == 1 and record["judge/judged"] + record["judge/reused"] == 2
+    assert json.loads((tmp_path / "rl" / "kernel_lm.json").read_text())["rl"]["steps"] == 1
+    assert make_agent("kernel-lm", model=str(tmp_path / "rl")).name == "kernel-lm"
+
+
+def test_without_verl_the_rl_example_ends_in_one_line() -> None:
+    from .example_runs import ROOT, run_without
+
+    done = run_without("verl", ROOT / "examples" / "kernel_lm_grpo.py")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "kernel_lm_grpo.py: error: 'verl' is not installed; install it with: pip install 'kernelgym[verl]'"
+    ]
