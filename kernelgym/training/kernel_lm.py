@@ -183,7 +183,8 @@ def train_causal_lm(model: Any, tokenizer: Any, examples: Sequence[str | tuple[s
             input_ids[row, :len(ids)] = torch.tensor(ids)
             labels[row, learned_from:len(ids)] = torch.tensor(ids[learned_from:])
             mask[row, :len(ids)] = 1
-        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+        loss = model(input_ids=input_ids.to(model.device), attention_mask=mask.to(model.device),
+                     labels=labels.to(model.device)).loss
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -107,3 +107,13 @@ def test_the_command_writes_a_checkpoint_the_agent_loads(items, tmp_path: Path) 
     assert done.returncode == 0, done.stderr[-3000:]
     assert '"items": 4' in done.stdout
     assert make_agent("kernel-lm", model=str(out)).model_path == str(out)
+
+
+def test_kernel_lm_agent_keeps_the_end_of_a_prompt_too_long_for_its_context(checkpoint: Path, items) -> None:
+    agent = make_agent("kernel-lm", model=str(checkpoint), max_tokens=1948, temperature=0.0)
+    agent._load()
+    prompt = "x " * 5000 + items[0].task_source
+    encoded = agent._encode([agent._render(AgentRequest(item_task(items[0]), "triton", prompt))])
+    ids = encoded["input_ids"][0].tolist()
+    assert len(ids) == 2048 - 1948
+    assert agent._tokenizer.decode(ids).endswith("<|im_start|>assistant\n")
