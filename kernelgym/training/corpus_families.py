@@ -197,22 +197,31 @@ def elementwise(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn
         f"    mask = offsets < n_elements\n    v = tl.load({style.src} + offsets, mask=mask, other=0.0)\n"
         + "\n".join(ker) + f"\n    tl.store({style.dst} + offsets, v, mask=mask)\n"
     )
-    init = "        self.bias = nn.Parameter(torch.randn(dim) * 0.1)\n" if has_bias else ""
     launch_args = "x, " + ("self.bias, " if has_bias else "") + "out, n, " + ("x.shape[-1], " if has_bias else "")
-    answer = (
-        f"{style.header()}\n\n{kernel}\n\nclass ModelNew(nn.Module):\n"
-        f"    def __init__(self{', dim' if has_bias else ''}):\n        super().__init__()\n{init}\n"
-        f"    def forward(self, x):\n        x = x.contiguous()\n        out = torch.empty_like(x)\n"
-        f"        n = x.numel()\n        grid = (triton.cdiv(n, {block}),)\n"
-        f"        {style.kernel}[grid]({launch_args}{b}={block})\n        return out\n"
-    )
+    answer = _answer(style, kernel, ", dim" if has_bias else "", init_body, [
+        "out = torch.empty_like(x)", "n = x.numel()", f"grid = (triton.cdiv(n, {block}),)",
+        f"{style.kernel}[grid]({launch_args}{b}={block})", "return out"])
     return Drawn(ops, task, answer)
 
 
-def _row_kernel_head(style: _Style, params: str) -> str:
+def _answer(style: _Style, kernel: str, init_args: str, init_body: str, forward: Sequence[str]) -> str:
+    """The answer program: imports, the kernel, and ``ModelNew`` whose ``forward`` allocates and launches."""
+    lines = "".join(f"        {line}\n" for line in ("x = x.contiguous()", *forward))
+    return (f"{style.header()}\n\n{kernel}\n\nclass ModelNew(nn.Module):\n    def __init__(self{init_args}):\n"
+            f"        super().__init__()\n{init_body}\n    def forward(self, x):\n{lines}")
+
+
+def _row_kernel_head(style: _Style, params: str, note: str) -> str:
     return (f"@triton.jit\ndef {style.kernel}({style.src}, {params}{style.dst}, n_cols, {style.block_name}: tl.constexpr):\n"
-            + style.note("one program per row; the row is read in blocks of columns")
+            + style.note(f"one program per row; {note}")
             + "    row = tl.program_id(0).to(tl.int64)\n    cols = tl.arange(0, " + style.block_name + ")\n")
+
+
+def _row_launch(style: _Style, launch_params: str) -> list[str]:
+    """``forward``'s lines for a kernel that holds a whole row in one block."""
+    return ["out = torch.empty_like(x)", "rows, n_cols = x.shape", "block = triton.next_power_of_2(n_cols)",
+            f"{style.kernel}[(rows,)](x, {launch_params}out, n_cols, {style.block_name}=block, num_warps={style.warps})",
+            "return out"]
 
 
 def reduction(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
@@ -238,7 +247,7 @@ def reduction(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
     final = {"sum": "tl.sum(acc_v, axis=0)", "mean": "tl.sum(acc_v, axis=0) / n_cols",
              "max": "tl.max(acc_v, axis=0)", "min": "tl.min(acc_v, axis=0)"}[reducer]
     kernel = (
-        _row_kernel_head(style, "")
+        _row_kernel_head(style, "", "the row is read in blocks of columns")
         + f"    acc_v = tl.full([{b}], {identity}, tl.float32)\n"
         + f"    for start in range(0, n_cols, {b}):\n        idx = start + cols\n        mask = idx < n_cols\n"
         + f"        v = tl.load({style.src} + row * n_cols + idx, mask=mask, other=0.0)\n"
@@ -250,12 +259,9 @@ def reduction(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
     )
     block = rng.choice((64, 128, 256))
     shape = "(rows, 1)" if keepdim else "(rows,)"
-    answer = (
-        f"{style.header()}\n\n{kernel}\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
-        f"    def forward(self, x):\n        x = x.contiguous()\n        rows, n_cols = x.shape\n"
-        f"        out = torch.empty({shape}, device=x.device, dtype=x.dtype)\n"
-        f"        {style.kernel}[(rows,)](x, out, n_cols, {b}={block})\n        return out\n"
-    )
+    answer = _answer(style, kernel, "", "", [
+        "rows, n_cols = x.shape", f"out = torch.empty({shape}, device=x.device, dtype=x.dtype)",
+        f"{style.kernel}[(rows,)](x, out, n_cols, {b}={block})", "return out"])
     return Drawn(ops, task, answer)
 
 
@@ -293,20 +299,13 @@ def normalization(rng: random.Random, ops: tuple[str, ...] | None = None) -> Dra
                  [*ref_pre, ref, *ref_post, "return x"], {"batch_size": rows, "dim": cols},
                  ["torch.randn(batch_size, dim)"], "dim" if has_params else "", True)
     kernel = (
-        _row_kernel_head(style, params).replace("read in blocks of columns", "fits in one block")
+        _row_kernel_head(style, params, "the whole row fits in one block")
         + f"    mask = cols < n_cols\n    v = tl.load({style.src} + row * n_cols + cols, mask=mask, other=0.0)\n"
         + "".join(line + "\n" for line in ker_pre)
         + "    v = tl.where(mask, v, 0.0)\n" + math + "".join(line + "\n" for line in ker_post)
         + f"    tl.store({style.dst} + row * n_cols + cols, y, mask=mask)\n"
     )
-    answer = (
-        f"{style.header()}\n\n{kernel}\n\nclass ModelNew(nn.Module):\n"
-        f"    def __init__(self{', dim' if has_params else ''}):\n        super().__init__()\n{init_body}\n"
-        f"    def forward(self, x):\n        x = x.contiguous()\n        out = torch.empty_like(x)\n"
-        f"        rows, n_cols = x.shape\n        block = triton.next_power_of_2(n_cols)\n"
-        f"        {style.kernel}[(rows,)](x, {launch_params}out, n_cols, {style.block_name}=block, num_warps={style.warps})\n"
-        f"        return out\n"
-    )
+    answer = _answer(style, kernel, ", dim" if has_params else "", init_body, _row_launch(style, launch_params))
     return Drawn(ops, task, answer)
 
 
@@ -327,7 +326,7 @@ def softmax(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
                  ["torch.randn(batch_size, dim)"], "", _needs_functional((*pre, *post)))
     out = ("    y = e / denom\n" if kind == "softmax" else "    y = z - tl.log(denom)\n")
     kernel = (
-        _row_kernel_head(style, "").replace("read in blocks of columns", "fits in one block")
+        _row_kernel_head(style, "", "the whole row fits in one block")
         + f"    mask = cols < n_cols\n    v = tl.load({style.src} + row * n_cols + cols, mask=mask, other=0.0)\n"
         + "".join(line + "\n" for line in ker_pre)
         + style.note("padding lanes get -inf so they add nothing to the sum")
@@ -335,13 +334,7 @@ def softmax(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
         + "    e = tl.exp(z)\n    denom = tl.sum(e, axis=0)\n" + out + "".join(line + "\n" for line in ker_post)
         + f"    tl.store({style.dst} + row * n_cols + cols, y, mask=mask)\n"
     )
-    answer = (
-        f"{style.header()}\n\n{kernel}\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
-        f"    def forward(self, x):\n        x = x.contiguous()\n        out = torch.empty_like(x)\n"
-        f"        rows, n_cols = x.shape\n        block = triton.next_power_of_2(n_cols)\n"
-        f"        {style.kernel}[(rows,)](x, out, n_cols, {style.block_name}=block, num_warps={style.warps})\n"
-        f"        return out\n"
-    )
+    answer = _answer(style, kernel, "", "", _row_launch(style, ""))
     return Drawn(ops, task, answer)
 
 
@@ -376,15 +369,11 @@ def matmul(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
         + "".join(line + "\n" for line in ker_post)
         + "    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))\n"
     )
-    answer = (
-        f"{style.header()}\n\n{kernel}\n\nclass ModelNew(nn.Module):\n"
-        f"    def __init__(self, in_features, out_features):\n        super().__init__()\n{init_body}\n"
-        f"    def forward(self, x):\n        x = x.contiguous()\n        m, k = x.shape\n"
-        f"        n = self.linear.weight.shape[0]\n        out = torch.empty((m, n), device=x.device, dtype=x.dtype)\n"
-        f"        grid = (triton.cdiv(m, {bm}), triton.cdiv(n, {bn}))\n"
-        f"        {style.kernel}[grid](x, self.linear.weight, {bias_arg}out, m, n, k, "
-        f"BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk})\n        return out\n"
-    )
+    answer = _answer(style, kernel, ", in_features, out_features", init_body, [
+        "m, k = x.shape", "n = self.linear.weight.shape[0]", "out = torch.empty((m, n), device=x.device, dtype=x.dtype)",
+        f"grid = (triton.cdiv(m, {bm}), triton.cdiv(n, {bn}))",
+        f"{style.kernel}[grid](x, self.linear.weight, {bias_arg}out, m, n, k, BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk})",
+        "return out"])
     return Drawn(ops, task, answer)
 
 
