@@ -36,6 +36,7 @@ class Op:
         triton: the kernel's expression, same placeholders.
         constants: the ``(a, b)`` an item may draw (``()``: no constant).
         words: how the reference's docstring names it.
+        alternatives: other kernel expressions of the same value (an item draws one of them or ``triton``).
     """
 
     name: str
@@ -43,6 +44,7 @@ class Op:
     triton: str
     constants: tuple[tuple[float, ...], ...] = ()
     words: str = ""
+    alternatives: tuple[str, ...] = ()
 
     def draw(self, rng: random.Random) -> dict[str, str]:
         """The constants of one use, as literals for both programs."""
@@ -55,12 +57,16 @@ class Op:
 
 
 UNARY_OPS: dict[str, Op] = {op.name: op for op in (
-    Op("relu", "torch.relu({x})", "tl.maximum({x}, 0.0)", words="a ReLU"),
+    Op("relu", "torch.relu({x})", "tl.maximum({x}, 0.0)", words="a ReLU",
+       alternatives=("tl.where({x} > 0.0, {x}, 0.0)",)),
     Op("leaky_relu", "F.leaky_relu({x}, negative_slope={a})", "tl.where({x} >= 0.0, {x}, {x} * {a})",
        ((0.01,), (0.05,), (0.1,), (0.2,)), "a leaky ReLU"),
-    Op("sigmoid", "torch.sigmoid({x})", "1.0 / (1.0 + tl.exp(-{x}))", words="a sigmoid"),
-    Op("tanh", "torch.tanh({x})", "2.0 / (1.0 + tl.exp(-2.0 * {x})) - 1.0", words="a tanh"),
-    Op("silu", "F.silu({x})", "{x} / (1.0 + tl.exp(-{x}))", words="a SiLU (swish)"),
+    Op("sigmoid", "torch.sigmoid({x})", "1.0 / (1.0 + tl.exp(-{x}))", words="a sigmoid",
+       alternatives=("tl.sigmoid({x})",)),
+    Op("tanh", "torch.tanh({x})", "2.0 / (1.0 + tl.exp(-2.0 * {x})) - 1.0", words="a tanh",
+       alternatives=("1.0 - 2.0 / (tl.exp(2.0 * {x}) + 1.0)",)),
+    Op("silu", "F.silu({x})", "{x} / (1.0 + tl.exp(-{x}))", words="a SiLU (swish)",
+       alternatives=("{x} * tl.sigmoid({x})",)),
     Op("gelu", "F.gelu({x})", "0.5 * {x} * (1.0 + tl.math.erf({x} * 0.7071067811865476))", words="an exact GELU"),
     Op("softplus", "F.softplus({x})", "tl.where({x} > 20.0, {x}, tl.log(1.0 + tl.exp({x})))", words="a softplus"),
     Op("softsign", "F.softsign({x})", "{x} / (1.0 + tl.abs({x}))", words="a softsign"),
@@ -71,11 +77,12 @@ UNARY_OPS: dict[str, Op] = {op.name: op for op in (
     Op("hardtanh", "F.hardtanh({x}, min_val={a}, max_val={b})", "tl.minimum(tl.maximum({x}, {a}), {b})",
        ((-1.0, 1.0), (-0.5, 0.5), (-2.0, 2.0)), "a hardtanh clamp"),
     Op("hardsigmoid", "F.hardsigmoid({x})", "tl.minimum(tl.maximum({x} / 6.0 + 0.5, 0.0), 1.0)",
-       words="a hard sigmoid"),
+       words="a hard sigmoid", alternatives=("tl.minimum(tl.maximum(({x} + 3.0) / 6.0, 0.0), 1.0)",)),
     Op("scale", "{x} * {a}", "{x} * {a}", ((0.5,), (2.0,), (1.5,), (-1.0,), (0.25,), (3.0,)), "a scaling"),
     Op("shift", "{x} + {a}", "{x} + {a}", ((-0.5,), (0.1,), (1.0,), (0.25,)), "a constant shift"),
     Op("square", "{x} * {x}", "{x} * {x}", words="a square"),
-    Op("abs", "torch.abs({x})", "tl.abs({x})", words="an absolute value"),
+    Op("abs", "torch.abs({x})", "tl.abs({x})", words="an absolute value",
+       alternatives=("tl.where({x} >= 0.0, {x}, -{x})",)),
 )}
 
 # Ops whose value at 0 is not 0 matter for reductions: masked lanes are reset after them in every answer.
@@ -154,7 +161,8 @@ def _chain(ops: Sequence[str], rng: random.Random, var: str, indent: int) -> tup
         op = UNARY_OPS[name]
         constants = op.draw(rng)
         ref.append(f"x = {op.write(op.torch, 'x', constants)}")
-        ker.append(" " * indent + f"{var} = {op.write(op.triton, var, constants)}")
+        template = rng.choice((op.triton, *op.alternatives))
+        ker.append(" " * indent + f"{var} = {op.write(template, var, constants)}")
     return ref, ker
 
 

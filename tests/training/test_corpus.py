@@ -90,3 +90,35 @@ def test_items_written_as_a_suite_load_with_their_answers(tmp_path: Path) -> Non
     assert suite.ids() == ids
     assert [suite[i].source for i in ids] == [item.task_source for item in items]
     assert [suite[i].solution("triton") for i in ids] == [item.answer_source for item in items]
+
+
+@pytest.mark.slow
+@pytest.mark.extended
+def test_every_kernel_expression_of_every_op_is_judged_ok(cache_dir: Path) -> None:
+    """Elementwise items drawn until each op's every kernel expression appears in some answer, all judged ok."""
+    pytest.importorskip("triton")
+    import random
+    import re
+
+    from kernelgym import Verifier
+    from kernelgym.training.corpus_families import elementwise
+    from kernelgym.verifier import VerifierConfig
+
+    def pattern(template: str) -> str:
+        """The line ``v = <expression>`` with any constant, as a regular expression."""
+        return "v = " + re.escape(template.format(x="v", a="CONSTANT", b="CONSTANT")).replace("CONSTANT", r"-?[0-9.e-]+") + "\n"
+
+    missing = {pattern(t) for op in UNARY_OPS.values() for t in (op.triton, *op.alternatives)}
+    items = []
+    for seed in range(500):
+        drawn = elementwise(random.Random(seed))
+        covered = {p for p in missing if re.search(p, drawn.answer_source)}
+        if covered:
+            missing -= covered
+            items.append(CorpusItem(f"cover-{seed}", "elementwise", drawn.ops, drawn.task_source, drawn.answer_source))
+        if not missing:
+            break
+    assert not missing
+    with Verifier("triton", config=VerifierConfig(timing=False), num_workers=2, cache_dir=cache_dir) as verifier:
+        kept, statuses = judge_items(items, verifier)
+    assert kept == items, statuses
