@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ from kernelgym.training.kernel_lm import (  # noqa: E402 (after the skips: needs
 )
 
 REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +105,7 @@ def test_the_command_writes_a_checkpoint_the_agent_loads(items, tmp_path: Path) 
     out = tmp_path / "ckpt"
     done = subprocess.run([sys.executable, "-m", "kernelgym.training.kernel_lm", "--corpus", str(corpus), "--size", "toy",
                            "--pretrain-steps", "2", "--finetune-steps", "2", "--batch-size", "2", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+                          capture_output=True, text=True, timeout=300, cwd=REPO, env=ENV)
     assert done.returncode == 0, done.stderr[-3000:]
     assert '"items": 4' in done.stdout
     assert make_agent("kernel-lm", model=str(out)).model_path == str(out)
@@ -117,3 +119,21 @@ def test_kernel_lm_agent_keeps_the_end_of_a_prompt_too_long_for_its_context(chec
     ids = encoded["input_ids"][0].tolist()
     assert len(ids) == 2048 - 1948
     assert agent._tokenizer.decode(ids).endswith("<|im_start|>assistant\n")
+
+
+def test_kernelgym_bench_runs_the_kernel_lm_agent_on_a_corpus_suite(checkpoint: Path, items, tmp_path: Path) -> None:
+    import json
+
+    from kernelgym.training.corpus import write_suite
+
+    write_suite(items[:2], tmp_path / "suite")
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelgym.cli", "bench", "--suite", f"kernelbench:{tmp_path / 'suite'}", "--backend",
+         "triton", "--agent", "kernel-lm", "--model", str(checkpoint), "--max-tokens", "16", "--no-timing", "--quiet",
+         "--no-plots", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=REPO, env=ENV,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    attempts = [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines()]
+    assert len(attempts) == 2 and all(a["backend"] == "triton" and a["status"] for a in attempts)
