@@ -24,6 +24,7 @@ from typing import Any
 
 from kernelgym.agents.base import DEFAULT_SYSTEM_PROMPT, AgentError, register_agent
 from kernelgym.agents.hf_agent import HFAgent
+from kernelgym.tasks.task import Task
 
 __all__ = ["CHAT_TEMPLATE", "CHECKPOINT_ENV", "METADATA_FILE", "KernelLMAgent", "resolve_checkpoint"]
 
@@ -95,6 +96,10 @@ class KernelLMAgent(HFAgent):
             str(resolve_checkpoint(model)), temperature=temperature, top_p=top_p, max_tokens=max_tokens,
             batch_size=batch_size, device=device, dtype="float32", system_prompt=system_prompt, strip_thinking=False,
         )
+
+    def skip_reason(self, task: Task, backend: str) -> str | None:
+        """It writes Triton answers only: a task asked for another backend is skipped."""
+        return None if backend == "triton" else f"kernel-lm writes Triton answers only, not {backend!r} ones"
 
     def _encode(self, texts: list[str]) -> dict[str, Any]:
         """Left-truncate each prompt to the context the model has left after the answer's room."""

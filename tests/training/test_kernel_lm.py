@@ -78,6 +78,8 @@ def test_kernel_lm_agent_answers_from_the_checkpoint(checkpoint: Path, items) ->
     request = AgentRequest(item_task(items[0]), "triton", "Write ModelNew.", seed=1)
     answers = agent.act([request, request])
     assert len(answers) == 2 and answers[0] == answers[1] and isinstance(answers[0], str)
+    assert agent.skip_reason(request.task, "triton") is None
+    assert "Triton answers only" in agent.skip_reason(request.task, "cuda")
 
 
 def test_kernel_lm_agent_without_a_checkpoint_says_what_to_do(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
