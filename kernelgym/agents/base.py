@@ -208,14 +208,14 @@ def register_agent(name: str) -> Callable[[type], type]:
 
 def _load_builtin_agents() -> None:
     # Importing the modules runs their @register_agent decorators; heavy imports inside them are lazy.
-    from kernelgym.agents import hf_agent, identity_agent, openai_agent, random_agent, solutions  # noqa: F401
+    from kernelgym.agents import hf_agent, identity_agent, kernel_lm, openai_agent, random_agent, solutions  # noqa: F401
 
 
 def agent_names() -> list[str]:
     """Registered agent names, sorted.
 
     Example:
-        >>> {"solutions", "random", "openai", "hf"} <= set(agent_names())
+        >>> {"solutions", "random", "openai", "hf", "kernel-lm"} <= set(agent_names())
         True
     """
     _load_builtin_agents()

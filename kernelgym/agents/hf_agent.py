@@ -119,6 +119,10 @@ class HFAgent(BaseAgent):
         # A base model without a chat template gets the conversation as plain text.
         return "\n\n".join(f"{m['role']}:\n{m['content']}" for m in messages) + "\n\nassistant:\n"
 
+    def _encode(self, texts: list[str]) -> dict[str, Any]:
+        """The padded batch of prompt token ids (and attention mask) for ``texts``."""
+        return self._tokenizer(texts, return_tensors="pt", padding=True, return_token_type_ids=False)
+
     def _generate(self, requests: Sequence[AgentRequest]) -> list[str]:
         import torch
 
@@ -126,7 +130,7 @@ class HFAgent(BaseAgent):
             self._load()
         tokenizer, model = self._tokenizer, self._model
         texts = [self._render(r) for r in requests]
-        encoded = tokenizer(texts, return_tensors="pt", padding=True, return_token_type_ids=False)
+        encoded = self._encode(texts)
         encoded = {name: tensor.to(model.device) for name, tensor in encoded.items()}
         sampling: dict[str, Any] = {"do_sample": False}
         if self.temperature > 0:

@@ -47,7 +47,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     run = parser.add_argument_group("run")
     run.add_argument("--suite", default="cpu", help="cpu | gpu | kernelbench:<dir-or-parquet>[:level] (default: cpu)")
     run.add_argument("--agent", default="solutions",
-                     help="solutions | random | openai | hf | module:Class | file.py:Class (default: solutions)")
+                     help="solutions | random | openai | hf | kernel-lm | module:Class | file.py:Class (default: solutions)")
     run.add_argument("-k", "--k", type=int, default=1, help="samples per task (default: 1)")
     run.add_argument("--turns", type=int, default=1, help="attempts per episode (default: 1)")
     run.add_argument("--out", default=None, help="run folder (default: runs/bench/<suite>-<agent>)")
@@ -88,7 +88,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
     agent = parser.add_argument_group("agent options (only those given are passed to the agent)")
     agent.add_argument("--base-url", default=None, help="openai: API root, e.g. http://127.0.0.1:8000/v1")
-    agent.add_argument("--model", default=None, help="openai: model name; hf: model directory")
+    agent.add_argument("--model", default=None,
+                       help="openai: model name; hf: model directory; kernel-lm: checkpoint directory")
     agent.add_argument("--api-key-env", default=None, help="openai: environment variable holding the API key")
     agent.add_argument("--temperature", type=float, default=None, help="openai/hf: sampling temperature")
     agent.add_argument("--top-p", type=float, default=None, help="openai/hf: nucleus sampling mass")
