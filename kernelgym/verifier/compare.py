@@ -13,6 +13,7 @@ Holds:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,13 +74,23 @@ def _chunked_sum(flat: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def checksum(values: Any) -> tuple:
-    """A digest of every tensor leaf, computed on its device (shape, dtype, byte sum, float64 value sum)."""
+    """A digest of every tensor leaf, computed on its device (shape, dtype, byte sum, float64 value sum).
+
+    Two digests of the same bytes are equal: a value sum that is NaN (an output holding NaN, e.g. memory never
+    written) is recorded as the string ``"nan"``, since ``nan != nan`` would read as a change.
+
+    Example:
+        >>> t = torch.tensor([1.0, float("nan")])
+        >>> checksum([t]) == checksum([t.clone()])
+        True
+    """
     parts: list[Any] = []
     for leaf in flatten_outputs(values):
         if isinstance(leaf, torch.Tensor):
             parts += [tuple(leaf.shape), str(leaf.dtype), int(_chunked_sum(_bytes_of(leaf), torch.int64))]
             if leaf.is_floating_point() and leaf.numel():
-                parts.append(float(_chunked_sum(leaf.detach().reshape(-1), torch.float64)))
+                total = float(_chunked_sum(leaf.detach().reshape(-1), torch.float64))
+                parts.append("nan" if math.isnan(total) else total)
         else:
             parts.append(repr(leaf))
     return tuple(parts)
