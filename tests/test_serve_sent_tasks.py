@@ -28,6 +28,8 @@ from kernelgym.backends.store import judge_dir  # noqa: E402
 from kernelgym.serve import JudgeService, RequestError, RunningServer, ServedTasks, start_in_thread  # noqa: E402
 from kernelgym.tasks import load_suite  # noqa: E402
 
+from .processes import left_behind
+
 TASK = load_suite("cpu")["level1/1_ReLU"]
 WEIGHTED = load_suite("cpu")["level2/1_Linear_ReLU"]
 FAST = {"trials": 3, "runs": 2, "warmup": 1, "timing": False}
@@ -64,20 +66,6 @@ def _call(url: str, body: Any) -> tuple[int, dict[str, Any]]:
                                      headers={"Content-Type": "application/json"}, method="POST")
     with urllib.request.urlopen(request, timeout=300) as response:
         return response.status, json.loads(response.read())
-
-
-def _left_behind(name: str) -> list[int]:
-    """Processes named ``name`` that have not exited."""
-    found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                head, tail = handle.read().rsplit(")", 1)
-        except OSError:
-            continue
-        if head.split("(", 1)[1] == name and tail.split()[0] != "Z":
-            found.append(int(entry))
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -163,11 +151,11 @@ def test_a_process_a_sent_task_starts_is_killed_with_its_job(server: RunningServ
         judged = pool.submit(_call, server.url, body)
         seen = False
         while not judged.done():  # the process it forked, seen while the answer is judged
-            seen = seen or bool(_left_behind(ORPHAN))
+            seen = seen or bool(left_behind(ORPHAN))
             time.sleep(0.01)
         code, reply = judged.result()
     assert code == 200 and reply["result"]["status"] == "ok" and seen, reply["result"]
     deadline = time.monotonic() + 30  # killed before the verdict was sent; a killed process may take a moment to exit
-    while _left_behind(ORPHAN) and time.monotonic() < deadline:
+    while left_behind(ORPHAN) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _left_behind(ORPHAN) == []
+    assert left_behind(ORPHAN) == []

@@ -24,6 +24,8 @@ from kernelgym.backends.store import judge_dir
 from kernelgym.verifier import EvalResult, Status, VerifierConfig
 from tests.hacks.samples import built_ahead  # noqa: F401 (read by answers_built_ahead, tests/conftest.py)
 
+from ..processes import left_behind
+
 pytestmark = pytest.mark.slow
 
 HACKS = Path(__file__).resolve().parent / "cpp"
@@ -91,25 +93,11 @@ def test_a_datagram_never_leaves_the_candidate(verifier: Verifier, sample: str) 
             listener.recv(100)
 
 
-def _left_behind(name: str) -> list[int]:
-    """Processes named ``name`` that have not exited."""
-    found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                head, tail = handle.read().rsplit(")", 1)
-        except OSError:
-            continue
-        if head.split("(", 1)[1] == name and tail.split()[0] != "Z":
-            found.append(int(entry))
-    return found
-
-
 @pytest.mark.parametrize("sample", ["p42_detached_child"])
 def test_no_process_of_the_candidate_outlives_its_job(verifier: Verifier, sample: str) -> None:
     _judge(verifier, sample)
     # Killed before the verdict was sent; a process sent SIGKILL may take a moment to exit (bounded wait).
     deadline = time.monotonic() + 30
-    while _left_behind("kg-p42-orphan") and time.monotonic() < deadline:
+    while left_behind("kg-p42-orphan") and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _left_behind("kg-p42-orphan") == []
+    assert left_behind("kg-p42-orphan") == []
