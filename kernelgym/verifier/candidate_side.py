@@ -150,6 +150,11 @@ def _mapped_state(state: dict[str, Any], descriptors: list[int] | None) -> dict[
     return {name: _unwrap(value, memory) for name, value in state.items()}
 
 
+def _not_plain(exc: NotPlainOutput) -> dict[str, Any]:
+    return {"ok": False, "error": "illegal", "rule": exc.rule, "detail": f"the output is {exc.detail}",
+            "message": "ModelNew.forward must return plain torch.Tensors, alone or in plain tuples or lists."}
+
+
 def _forbidden(exc: ForbiddenSymbolsError) -> dict[str, Any]:
     return {"ok": False, "error": "illegal", "rule": exc.rule, "detail": str(exc),
             "message": "Your compiled extension links against functions a native kernel must not use."}
@@ -413,8 +418,7 @@ class CandidateSide(TaskCommands):
         try:
             leaves, reply = self._made_call(self.model, self.tracker, training, grad, python_guard, release)
         except NotPlainOutput as exc:
-            return {"ok": False, "error": "illegal", "rule": exc.rule, "detail": f"the output is {exc.detail}",
-                    "message": "ModelNew.forward must return plain torch.Tensors, alone or in plain tuples or lists."}
+            return _not_plain(exc)
         except ForbiddenSymbolsError as exc:
             return _forbidden(exc)
         except BuildError as exc:  # JIT backends (Triton) compile at the first launch
@@ -506,8 +510,7 @@ class CandidateSide(TaskCommands):
                     name = str(event.name)[:300]
                     kernels[name] = kernels.get(name, 0.0) + float(event.time_range.elapsed_us())
         except NotPlainOutput as exc:
-            return {"ok": False, "error": "illegal", "rule": exc.rule, "detail": f"the output is {exc.detail}",
-                    "message": "ModelNew.forward must return plain torch.Tensors, alone or in plain tuples or lists."}
+            return _not_plain(exc)
         except Exception as exc:
             return {"ok": False, "error": "runtime", "message": f"the profiled forward raised {error_line(exc)}"}
         finally:

@@ -15,7 +15,6 @@ call returns (:mod:`.timing_stage`).
 
 from __future__ import annotations
 
-import contextlib
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
@@ -258,8 +257,8 @@ def _stages(h: Harness, job: JudgeJob, backend: Backend, progress: Progress) -> 
             progress.compiled = True
             h.construct_ahead()
         # Under KernelBench's contract the reference runs with the settings the answer made, as in KernelBench's one process.
-        with settings_as(h.settings) if not job.build_only else contextlib.nullcontext():
-            if not job.build_only:
+        if not job.build_only:
+            with settings_as(h.settings):
                 with h.stage("check", timeouts.check):
                     _check(h)
                 if job.config.timing:

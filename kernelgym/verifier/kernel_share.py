@@ -6,6 +6,7 @@ Holds:
     kernel_base_name: a profiler's kernel name reduced to its namespace path (``void ns::f<float>(float*)`` -> ``ns::f``).
     KernelShare / kernel_share: the answer's own device time against every kernel's, from a profile of its calls.
     profile_kernels: profile a judged answer's forwards on its device and record the share (after the time stage).
+    record_share: a measured share into a judgement's progress, with its flag.
 
 Under ``--rules kernelbench`` an answer may call PyTorch's operators in ``ModelNew``; one that writes one trivial
 kernel and leaves the heavy work (the GEMM, the convolution) to PyTorch is "lazily optimized" (Dr. Kernel's term):
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from kernelgym.verifier.harness import Harness
 
-__all__ = ["LAZY_SHARE", "KernelShare", "kernel_base_name", "kernel_share", "own_kernel_names", "profile_kernels"]
+__all__ = ["LAZY_SHARE", "KernelShare", "kernel_base_name", "kernel_share", "own_kernel_names", "profile_kernels", "record_share"]
 
 LAZY_SHARE = 0.5
 """An ``ok`` answer whose own kernels ran less than this share of its forward's device time is ``lazy-optimization``."""
@@ -162,8 +163,14 @@ def profile_kernels(h: Harness) -> KernelShare | None:
     share = kernel_share(((str(name), float(us)) for name, us in reply.get("kernels", [])), own_kernel_names(h.job.code))
     if share.share is None:
         return None
-    h.progress.timing["own_kernel_share"] = share.share
+    record_share(h, share.share)
     h.progress.notes.append(share.sentence())
-    if share.share < h.config.lazy_share:
-        h.progress.flags.append("lazy-optimization")
     return share
+
+
+def record_share(h: Harness, share: float) -> None:
+    """The answer's own share of its forward (a device's profile, a host's samples) into ``h.progress``, flagged
+    ``lazy-optimization`` below ``config.lazy_share``."""
+    h.progress.timing["own_kernel_share"] = share
+    if share < h.config.lazy_share:
+        h.progress.flags.append("lazy-optimization")

@@ -41,6 +41,7 @@ import torch
 
 from kernelgym.backends.store import ExtensionStore
 from kernelgym.verifier.harness import illegal_verdict
+from kernelgym.verifier.kernel_share import record_share
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.trial_inputs import Refresher, draw_inputs
 
@@ -426,7 +427,5 @@ def sample_compute(h: Harness) -> None:
     elif share.computed_in_aten and not (waived or slow):
         raise illegal_verdict("PyTorch's kernels computed ModelNew.forward's outputs.", runtime.aten_compute_sampled(share.sentence()))
     if share.own is not None:
-        timing["own_kernel_share"] = share.own
-        if share.own < h.config.lazy_share:
-            h.progress.flags.append("lazy-optimization")
+        record_share(h, share.own)
 
