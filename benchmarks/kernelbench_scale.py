@@ -395,13 +395,15 @@ def _kb_build(evaluator: str, gpu_arch: list[str], source: str, build_dir: str) 
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "seconds": time.perf_counter() - start}
 
 
-def _kb_evaluate(evaluator: str, gpu_arch: list[str], reference: str, source: str, build_dir: str, backend: str) -> dict[str, Any]:
-    """Pool worker: KernelBench's ``eval_kernel_against_ref`` of one answer, as ``evaluate_single_sample`` calls it."""
+def _kb_evaluate(evaluator: str, gpu_arch: list[str], reference: str, source: str, build_dir: str, backend: str,
+                 device_index: int = 0) -> dict[str, Any]:
+    """Pool worker: KernelBench's ``eval_kernel_against_ref`` of one answer, as ``evaluate_single_sample`` calls it
+    (on ``cuda:<device_index>``, as its local batch evaluation gives the i-th answer of a batch the i-th GPU)."""
     import torch
 
     kb_eval, replaced = import_kernelbench_eval(Path(evaluator))
     sys.modules["kernelbench.utils"].set_gpu_arch(gpu_arch)
-    device = torch.device("cuda:0")
+    device = torch.device(f"cuda:{device_index}")
     try:
         result = kb_eval.eval_kernel_against_ref(
             original_model_src=reference,
@@ -482,36 +484,46 @@ def run_kernelbench(answers: Sequence[Answer], args: argparse.Namespace, work: P
     prebuild_s = time.perf_counter() - start
     log(f"kernelbench: prebuild took {prebuild_s:.1f} s")
     replaced: set[str] = set()
-    for answer in answers:
+    devices = max(1, getattr(args, "kb_devices", 1))
+    # KernelBench's local batch evaluation (eval_from_generations.batch_eval): batches of one answer per GPU, each in a
+    # fresh process on its own device, the next batch once the whole batch has returned.
+    for first in range(0, len(answers), devices):
+        batch = answers[first:first + devices]
         if time.time() > deadline:
-            recorder.add(_not_run("kernelbench", answer))
+            for answer in batch:
+                recorder.add(_not_run("kernelbench", answer))
             continue
         began = time.perf_counter()
-        with ctx.Pool(1) as pool:
-            job = pool.apply_async(_kb_evaluate, (evaluator, args.kb_gpu_arch, answer.task.source, answer.program,
-                                                   dirs[answer.key], answer.backend))
-            try:
-                outcome = job.get(timeout=KB_TIMEOUT_S)
-            except multiprocessing.TimeoutError:
-                outcome = None
-            except Exception as exc:  # a crashed worker or an unpicklable result: this answer only
-                outcome = {"compiled": False, "correctness": False, "runtime": -1.0, "ref_runtime": -1.0,
-                           "metadata": {"error": f"{type(exc).__name__}: {exc}"[:400]}, "replaced": []}
+        outcomes: dict[str, dict[str, Any] | None] = {}
+        with ctx.Pool(len(batch)) as pool:
+            jobs = {answer.key: pool.apply_async(_kb_evaluate, (evaluator, args.kb_gpu_arch, answer.task.source,
+                                                                 answer.program, dirs[answer.key], answer.backend, i))
+                    for i, answer in enumerate(batch)}
+            for key, job in jobs.items():
+                try:
+                    outcomes[key] = job.get(timeout=max(1.0, KB_TIMEOUT_S - (time.perf_counter() - began)))
+                except multiprocessing.TimeoutError:
+                    outcomes[key] = None
+                except Exception as exc:  # a crashed worker or an unpicklable result: this answer only
+                    outcomes[key] = {"compiled": False, "correctness": False, "runtime": -1.0, "ref_runtime": -1.0,
+                                     "metadata": {"error": f"{type(exc).__name__}: {exc}"[:400]}, "replaced": []}
             pool.terminate()
         seconds = time.perf_counter() - began
-        build = builds.get(answer.key, {})
-        record = {**_base("kernelbench", answer), "seconds": round(seconds, 3),
-                  "stage_seconds": {"prebuild": round(build.get("seconds", 0.0), 3), "evaluate": round(seconds, 3)}}
-        if outcome is None:
-            record.update(status="timeout", speedup=None)
-        else:
-            replaced.update(outcome.get("replaced", []))
-            ok = outcome["correctness"] and outcome["runtime"] > 0 and outcome["ref_runtime"] > 0
-            record.update(status=_kb_status(outcome), runtime_ms=outcome["runtime"], ref_ms=outcome["ref_runtime"],
-                          speedup=outcome["ref_runtime"] / outcome["runtime"] if ok else None)
-            if record["status"] != "ok":
-                record["feedback"] = _record_text(json.dumps(outcome["metadata"]))
-        recorder.add(record)
+        for answer in batch:
+            outcome = outcomes[answer.key]
+            build = builds.get(answer.key, {})
+            record = {**_base("kernelbench", answer), "seconds": round(seconds, 3),
+                      "stage_seconds": {"prebuild": round(build.get("seconds", 0.0), 3), "evaluate": round(seconds, 3)}}
+            if outcome is None:
+                record.update(status="timeout", speedup=None)
+            else:
+                replaced.update(outcome.get("replaced", []))
+                ok = outcome["correctness"] and outcome["runtime"] > 0 and outcome["ref_runtime"] > 0
+                record.update(status=_kb_status(outcome), runtime_ms=outcome["runtime"], ref_ms=outcome["ref_runtime"],
+                              speedup=outcome["ref_runtime"] / outcome["runtime"] if ok else None)
+                if record["status"] != "ok":
+                    record["feedback"] = _record_text(json.dumps(outcome["metadata"]))
+            recorder.add(record)
     return {"wall_s": round(time.perf_counter() - start, 3), "prebuild_s": round(prebuild_s, 3),
             "stand_ins": sorted(replaced)}
 
@@ -703,6 +715,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=0,
                         help="kernelgym's timed calls of each program (0: the verifier's default; 100: KernelBench's count)")
     parser.add_argument("--stage-timeout", type=float, default=0.0, help="kernelgym budget of every stage, s (0: the verifier's)")
+    parser.add_argument("--kb-devices", type=int, default=1,
+                        help="GPUs KernelBench's evaluator judges on at once (its num_gpu_devices: one answer per GPU per batch)")
     parser.add_argument("--kb-build-workers", type=int, default=min(20, os.cpu_count() or 1),
                         help="KernelBench prebuild processes (its default: 20, capped at the cores)")
     parser.add_argument("--kb-gpu-arch", default="Hopper", help="KernelBench's gpu_arch names, comma-separated")

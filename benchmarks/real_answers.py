@@ -602,6 +602,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="after this many seconds wait for no verdict and start no answer: the rest is not_run (0: none)")
     parser.add_argument("--cache-dir", default="", help="kernelgym's build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
     parser.add_argument("--prepare", action="store_true", help="run `kernelgym prepare` on that cache first (timed apart)")
+    parser.add_argument("--kb-devices", type=int, default=1,
+                        help="GPUs KernelBench's evaluator judges on at once (its num_gpu_devices: one answer per GPU per batch)")
     parser.add_argument("--kb-build-workers", type=int, default=min(20, os.cpu_count() or 1),
                         help="KernelBench prebuild processes (its default: 20, capped at the cores)")
     parser.add_argument("--kb-gpu-arch", default="Hopper", help="KernelBench's gpu_arch names, comma-separated")
