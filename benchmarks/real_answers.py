@@ -264,10 +264,15 @@ def kernelgym_record(answer: kbs.Answer, result: Any, wall_s: float, batch_s: fl
 def run_kernelgym(answers: Sequence[kbs.Answer], args: argparse.Namespace, recorder: CallRecorder,
                   deadline: float) -> dict[str, Any]:
     """Submit every answer to one verifier and record each verdict as it arrives; at the deadline the answers still
-    without a verdict are recorded ``not_run``. Returns the phase's totals."""
+    without a verdict are recorded ``not_run``. Returns the phase's totals.
+
+    With ``args.warm_up`` = k, the first k answers are judged before the clock starts and not recorded: the workers
+    (a process, torch and a device context each) are then up, as in a loop that keeps its verifier.
+    """
     from kernelgym import Verifier
     from kernelgym.verifier import VerifierConfig
 
+    warm_up, answers = answers[:args.warm_up], answers[args.warm_up:]
     start = time.perf_counter()
     done: set[int] = set()
     hits = 0
@@ -275,6 +280,11 @@ def run_kernelgym(answers: Sequence[kbs.Answer], args: argparse.Namespace, recor
     try:
         with Verifier(backend=args.backend, config=VerifierConfig(rules=args.rules),
                       cache_dir=args.cache_dir or None) as verifier:
+            if warm_up:
+                began = time.perf_counter()
+                concurrent.futures.wait([verifier.submit(a.task, a.text) for a in warm_up])
+                kbs.log(f"kernelgym: {len(warm_up)} warm-up answers judged in {time.perf_counter() - began:.1f} s")
+                start = time.perf_counter()
             submitted = {}
             for index, answer in enumerate(answers):
                 submitted[verifier.submit(answer.task, answer.text)] = (index, time.perf_counter())
@@ -305,7 +315,7 @@ def run_kernelgym(answers: Sequence[kbs.Answer], args: argparse.Namespace, recor
         if index not in done:
             status, why = ("harness_error", failure) if failure else ("not_run", "deadline passed before its verdict")
             recorder.add({**kbs._base("kernelgym", answer), "status": status, "seconds": 0.0, "feedback": why})
-    return {"wall_s": round(wall, 3), "judged": len(done), "cache_hits": hits}
+    return {"wall_s": round(wall, 3), "judged": len(done), "cache_hits": hits, "warm_up": len(warm_up)}
 
 
 # -- summary --------------------------------------------------------------------------------------------------
@@ -600,6 +610,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--resume", action="store_true", help="skip answers results.jsonl already holds a verdict of")
     parser.add_argument("--deadline-s", type=float, default=0.0,
                         help="after this many seconds wait for no verdict and start no answer: the rest is not_run (0: none)")
+    parser.add_argument("--warm-up", type=int, default=0,
+                        help="judge this call's first N answers before the clock starts, unrecorded (workers started)")
     parser.add_argument("--cache-dir", default="", help="kernelgym's build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
     parser.add_argument("--prepare", action="store_true", help="run `kernelgym prepare` on that cache first (timed apart)")
     parser.add_argument("--kb-devices", type=int, default=1,

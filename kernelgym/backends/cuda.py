@@ -200,8 +200,9 @@ def held_elsewhere(free: int, total: int, reserved: int, processes: int) -> int:
     return max(0, total - free - reserved - processes * CONTEXT_BYTES)
 
 
-LEAD_IN_MS = 1.0
-"""Device work queued before each call's L2 flush, not waited for (see :class:`EventTimer`)."""
+LEAD_IN_MS = float(os.environ.get("KERNELGYM_LEAD_IN_MS", "1.0"))
+"""Device work queued before each call's L2 flush, not waited for (see :class:`EventTimer`); ``KERNELGYM_LEAD_IN_MS``
+sets it for a measurement (0: none, each call launched onto an idle device)."""
 
 
 class EventTimer:
