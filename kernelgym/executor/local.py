@@ -11,6 +11,8 @@ Holds:
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import json
 import os
 import shutil
@@ -219,13 +221,20 @@ def failure_result(job: JudgeJob, status: Status, sentence: str, stage: str) -> 
 
 
 class _WorkerPool:
-    """Workers of one kind and the threads that drive them; a job takes whichever worker is idle."""
+    """Workers of one kind and the threads that drive them; a job takes whichever worker is idle.
+
+    Waiting jobs are taken oldest answer first (``order``: the answer's place in submission), not in the order they
+    reached this pool: an answer back from a build worker with the build its call asked for goes ahead of answers
+    submitted after it, instead of behind every one of them.
+    """
 
     def __init__(self, workers: list[WorkerHandle], name: str) -> None:
         self.workers = list(workers)
         self.idle = list(workers)
         self.lock = threading.Lock()
         self.threads = ThreadPoolExecutor(len(workers), thread_name_prefix=name)
+        self.waiting: list[tuple[int, int, JudgeJob, Future[EvalResult]]] = []
+        self.arrivals = itertools.count()
 
     def _run(self, job: JudgeJob) -> EvalResult:
         with self.lock:
@@ -236,8 +245,26 @@ class _WorkerPool:
             with self.lock:
                 self.idle.append(worker)
 
-    def submit(self, job: JudgeJob) -> Future[EvalResult]:
-        return self.threads.submit(self._run, job)
+    def _run_oldest(self) -> None:
+        with self.lock:
+            if not self.waiting:  # emptied by close()
+                return
+            _, _, job, future = heapq.heappop(self.waiting)
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(self._run(job))
+        except BaseException as exc:  # noqa: BLE001 (handed to the caller's future)
+            future.set_exception(exc)
+
+    def submit(self, job: JudgeJob, order: int | None = None) -> Future[EvalResult]:
+        """Queue ``job``; ``order`` (default: its arrival here) ranks it among the waiting jobs, lowest first."""
+        future: Future[EvalResult] = Future()
+        with self.lock:
+            arrival = next(self.arrivals)
+            heapq.heappush(self.waiting, (arrival if order is None else order, arrival, job, future))
+        self.threads.submit(self._run_oldest)
+        return future
 
     def warm(self) -> None:
         """Start the idle workers not started yet, each in one of the pool's threads; a job queued meanwhile waits
@@ -260,6 +287,10 @@ class _WorkerPool:
     def close(self) -> None:
         """Stop every worker, busy ones included (a job still running ends as a crash), then the threads."""
         self.threads.shutdown(wait=False, cancel_futures=True)
+        with self.lock:
+            waiting, self.waiting = self.waiting, []
+        for *_, future in waiting:  # never started: their callers see them cancelled
+            future.cancel()
         for worker in self.workers:
             worker.closed = True
             worker.stop()
@@ -339,24 +370,27 @@ class LocalExecutor:
             builders = [WorkerHandle(backend, self.cache_dir, shared, None, build_env) for _ in range(build_workers)]
             self._builders = _WorkerPool(builders, "kernelgym-build")
         self._closed = False
+        self._submitted = itertools.count()
 
     def submit(self, job: JudgeJob) -> Future[EvalResult]:
         """Start judging ``job``; the future's result is its :class:`EvalResult`."""
         if self._closed:
             raise RuntimeError("this executor is closed")
+        order = next(self._submitted)
         if self._builders is None or job.build_only:
-            return self._judges.submit(job)
+            return self._judges.submit(job, order)
         # The judges start (a device context, a candidate forked ahead) while the first answers build.
         self._judges.warm()
         judged: Future[EvalResult] = Future()
-        self._build_then_judge(replace(job, defer_builds=True), judged, 0)
+        self._build_then_judge(replace(job, defer_builds=True), judged, 0, order=order)
         return judged
 
     def _build_then_judge(self, job: JudgeJob, judged: Future[EvalResult], rounds: int,
-                          prebuild: tuple[dict, ...] = (), built_before: float = 0.0) -> None:
+                          prebuild: tuple[dict, ...] = (), built_before: float = 0.0, order: int | None = None) -> None:
         """Build ``job`` ahead (with ``prebuild``, the builds a judge left), then judge it; a judge that meets a build
         the store does not have sends the job back here with it, up to :data:`_DEFERRED_ROUNDS` times (then the
-        judge builds the rest itself). A slow build holds a build worker, never a judge."""
+        judge builds the rest itself). A slow build holds a build worker, never a judge. Each pool takes its waiting
+        jobs in ``order`` (the answer's place in submission): a job sent back goes ahead of answers submitted after it."""
         assert self._builders is not None
 
         def built(build: Future[EvalResult]) -> None:
@@ -370,7 +404,7 @@ class LocalExecutor:
                 judged.set_result(result)
                 return
             try:
-                self._judges.submit(job).add_done_callback(lambda final: judged_once(final, result))
+                self._judges.submit(job, order).add_done_callback(lambda final: judged_once(final, result))
             except RuntimeError as exc:  # closed meanwhile
                 judged.set_exception(exc)
 
@@ -379,13 +413,13 @@ class LocalExecutor:
             if isinstance(deferred, BuildsDeferred):
                 again = job if rounds + 1 < _DEFERRED_ROUNDS else replace(job, defer_builds=False)
                 try:
-                    self._build_then_judge(again, judged, rounds + 1, tuple(deferred.requests), build.seconds.build)
+                    self._build_then_judge(again, judged, rounds + 1, tuple(deferred.requests), build.seconds.build, order)
                 except RuntimeError as exc:  # closed meanwhile
                     judged.set_exception(exc)
                 return
             _forward(final, judged, build)
 
-        self._builders.submit(replace(job, build_only=True, defer_builds=False, prebuild=prebuild)).add_done_callback(built)
+        self._builders.submit(replace(job, build_only=True, defer_builds=False, prebuild=prebuild), order).add_done_callback(built)
 
     def warm(self) -> None:
         """Start every worker now, in the background (jobs submitted meanwhile wait for them).

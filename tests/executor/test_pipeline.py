@@ -121,3 +121,41 @@ def test_a_build_ahead_worker_builds_without_watching_global_state_and_refuses_t
         worker.stop()
     assert built.status is Status.OK, built.feedback
     assert refused.status is Status.JUDGE_ERROR and "only builds" in refused.judge_reason, refused.judge_reason
+
+
+class _HeldWorker:
+    """A stand-in worker: records the jobs it runs; the first waits until released."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.ran: list[str] = []
+        self.release = threading.Event()
+        self.started = threading.Event()
+
+    def run(self, job: str) -> str:
+        self.ran.append(job)
+        if len(self.ran) == 1:
+            self.started.set()
+            assert self.release.wait(10)
+        return job
+
+    def stop(self) -> None:
+        pass
+
+
+def test_a_pool_takes_its_waiting_jobs_oldest_answer_first() -> None:
+    from kernelgym.executor.local import _WorkerPool
+
+    worker = _HeldWorker()
+    pool = _WorkerPool([worker], "test")  # type: ignore[list-item]
+    try:
+        first = pool.submit("first", 0)  # type: ignore[arg-type]
+        assert worker.started.wait(10)
+        # Waiting while the one worker is busy: a new answer (order 7), then one submitted earlier and sent back (3).
+        later, sent_back = pool.submit("later", 7), pool.submit("sent back", 3)  # type: ignore[arg-type]
+        worker.release.set()
+        assert [f.result(timeout=10) for f in (first, sent_back, later)] == ["first", "sent back", "later"]
+        assert worker.ran == ["first", "sent back", "later"]
+    finally:
+        pool.close()

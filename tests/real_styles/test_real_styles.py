@@ -91,7 +91,7 @@ def test_with_one_judge_a_build_asked_for_late_goes_to_a_build_worker_and_a_fast
     rounds: list[int] = []
     executor = LocalExecutor(PoolSettings(backend="cpp", num_workers=1, cache_dir=cache_dir), build_workers=2)
     real = executor._build_then_judge
-    monkeypatch.setattr(executor, "_build_then_judge", lambda job, judged, n, *rest: (rounds.append(n), real(job, judged, n, *rest)))
+    monkeypatch.setattr(executor, "_build_then_judge", lambda job, judged, n, *rest, **kw: (rounds.append(n), real(job, judged, n, *rest, **kw)))
     try:
         with Verifier(backend="cpp", executor=executor, config=_config(fields["rules"])) as verifier:
             assert verifier.evaluate(fast_task, fast_task.solution("cpp")).status is Status.OK  # its build is in the store
@@ -103,6 +103,30 @@ def test_with_one_judge_a_build_asked_for_late_goes_to_a_build_worker_and_a_fast
     assert slow.result().status is Status.OK and fast.result().status is Status.OK, slow.result().feedback
     assert order == [True, False]  # the fast answer's verdict did not wait for the slow one's build
     assert 1 in rounds  # the judge sent the slow answer back to the build workers once, with the build it asked for
+
+
+def test_a_failing_build_asked_for_at_the_first_call_is_built_once_by_a_build_worker_and_remembered(
+        cache_dir: Path, cpu_suite, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(CppBackend, "build_worker_environment", lambda self: {})
+    monkeypatch.setattr(CppBackend, "device_count", lambda self: 1)
+    fields, text = _sample("failing_build_at_first_forward")
+    task = cpu_suite[fields["task"]]
+    rounds: list[int] = []
+    before = _store_files(cache_dir)
+    executor = LocalExecutor(PoolSettings(backend="cpp", num_workers=1, cache_dir=cache_dir), build_workers=1)
+    real = executor._build_then_judge
+    monkeypatch.setattr(executor, "_build_then_judge", lambda job, judged, n, *rest, **kw: (rounds.append(n), real(job, judged, n, *rest, **kw)))
+    try:
+        with Verifier(backend="cpp", executor=executor, config=_config(fields["rules"])) as verifier:
+            first = verifier.evaluate(task, text)
+            after_first = _store_files(cache_dir)
+            second = verifier.evaluate(task, text)
+    finally:
+        executor.close()
+    assert first.status is Status.OK and second.status is Status.OK, first.feedback  # the answer's fallback ran
+    assert rounds == [0, 1, 0], "sent back to a build worker once, with the build its first call asked for; not again"
+    assert len([name for name in after_first if name not in before and name.endswith(".failed.json")]) == 1
+    assert _store_files(cache_dir) == after_first  # judged again: nothing compiled, nothing new in the store
 
 
 def test_under_the_kernelbench_preset_a_result_carries_the_verdict_of_kernelbench_s_own_contract(cache_dir: Path, cpu_suite) -> None:
