@@ -258,6 +258,8 @@ def kernelgym_record(answer: kbs.Answer, result: Any, wall_s: float, batch_s: fl
         "kernelbench_speedup": result.kernelbench_speedup_eager, "kernelbench_differs_by": result.kernelbench_differs_by,
         "own_kernel_share": result.own_kernel_share,
         "feedback_first_line": _first_line(result.feedback or ""), **answer_facts(answer.program),
+        "contract_line": next((line for line in (result.feedback or "").splitlines()
+                               if line.startswith("Under KernelBench's own contract")), ""),
     }
 
 

@@ -111,11 +111,14 @@ def conclude(
     )
 
 
-def with_contract(result: EvalResult, kb_status: Status, kb_speedup: float | None, differs_by: str) -> EvalResult:
-    """``result`` with the verdict under KernelBench's contract, and a line of feedback saying what separates them."""
+def with_contract(result: EvalResult, kb_status: Status, kb_speedup: float | None, differs_by: str,
+                  reason: str = "") -> EvalResult:
+    """``result`` with the verdict under KernelBench's contract, and a line of feedback saying what separates them
+    (``reason``: why the contract's verdict is not ``ok``, where it is not)."""
     timed = f", speedup {kb_speedup:.3f}x" if kb_speedup is not None else ""
+    why = f" ({reason})" if reason and kb_status is not Status.OK else ""
     line = (f"Under KernelBench's own contract (weights fixed at construction, the task's own shapes, its "
-            f"tolerances) this answer is {kb_status.value}{timed}; the strict verdict differs by {differs_by}, "
+            f"tolerances) this answer is {kb_status.value}{timed}{why}; the strict verdict differs by {differs_by}, "
             "a check KernelBench does not make.")
     return result.with_changes(kernelbench_status=kb_status.value, kernelbench_speedup=kb_speedup,
                                kernelbench_differs_by=differs_by, feedback=f"{result.feedback}\n{line}")
@@ -133,4 +136,15 @@ def contract_of_rejected(strict: EvalResult, judged: EvalResult) -> EvalResult:
         return strict
     kb_status = Status(judged.kernelbench_status) if judged.kernelbench_status is not None else judged.status
     differs_by = ", ".join(dict.fromkeys(f"`{v.rule}`" for v in strict.violations))
-    return with_contract(strict, kb_status, judged.kernelbench_speedup_eager, differs_by)
+    return with_contract(strict, kb_status, judged.kernelbench_speedup_eager, differs_by, _first_detail(judged.feedback))
+
+
+def _first_detail(feedback: str, limit: int = 300) -> str:
+    r"""The first line of a judgement's feedback after its ``Status:`` line (what the verdict rests on), shortened.
+
+    Example:
+        >>> _first_detail("Status: incorrect\n- [wrong-output] runtime: trial 1: the output differs\nHint: ...")
+        '- [wrong-output] runtime: trial 1: the output differs'
+    """
+    lines = [line.strip() for line in feedback.splitlines() if line.strip() and not line.startswith("Status:")]
+    return lines[0][:limit] if lines else ""
