@@ -102,6 +102,10 @@ class BuildError(Exception):
         self.log = log
 
 
+_DEVICE_SUFFIXES = frozenset({".cu", ".mu"})
+"""Source files ``load`` hands to the device compiler (CUDA, MUSA); the rest are the host compiler's."""
+
+
 class BuildTimeout(BuildError):
     """A native build ran past its budget and was stopped: not a verdict on the sources, so never recorded as a failure."""
 
@@ -627,8 +631,21 @@ def intercept_load_inline(
         log.append(BuildRecord(key=built.key, seconds=time.perf_counter() - start, cache_hit=built.cache_hit))
         return _tracked(module, tracker)
 
-    def refuse_load(*_args: Any, **_kwargs: Any) -> None:
-        raise BuildError("torch.utils.cpp_extension.load() of files is not allowed; pass the sources to load_inline")
+    def stored_load(name: str, sources: str | Sequence[str], extra_cflags: Sequence[str] | None = None,
+                    extra_cuda_cflags: Sequence[str] | None = None, extra_ldflags: Sequence[str] | None = None,
+                    extra_include_paths: Sequence[str] | None = None, **options: Any) -> SimpleNamespace:
+        """``load`` of source files, as ``load_inline`` of their text: the files are read here (in a candidate's
+        process, files it wrote itself, in its own directory), and the request goes to the store like any other."""
+        host, device = [], []
+        for path in _as_list(sources):
+            try:
+                text = Path(path).read_text()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise BuildError(f"torch.utils.cpp_extension.load() could not read its source {path!r}: {exc}") from None
+            (device if Path(path).suffix in _DEVICE_SUFFIXES else host).append(text)
+        options.pop("functions", None)  # load() binds what the sources' PYBIND11_MODULE says
+        return stored_load_inline(name, host, device or None, None, extra_cflags, extra_cuda_cflags, extra_ldflags,
+                                  extra_include_paths, **options)
 
     # torch deletes its own precompiled header on every build that does not use it;
     # that file is outside the sandbox's writable paths and none of our business.
@@ -639,7 +656,7 @@ def intercept_load_inline(
         m.remove_extension_h_precompiler_headers = lambda: None
     target.load_inline = stored_load_inline
     if real_load is not None:
-        target.load = refuse_load
+        target.load = stored_load
     try:
         yield
     finally:

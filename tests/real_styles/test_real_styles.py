@@ -170,3 +170,14 @@ def test_an_input_written_in_place_is_incorrect_and_right_under_kernelbench_s_co
         result = verifier.evaluate(cpu_suite[fields["task"]], text)
     assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
     assert result.kernelbench_differs_by == "`input-mutation`"
+
+
+def test_sources_written_to_files_and_loaded_are_built_through_the_store_under_kernelbench_s_contract(cache_dir: Path, cpu_suite) -> None:
+    fields, text = _sample("sources_written_to_files_and_loaded")
+    kernelbench_expected = re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1)
+    before = _store_files(cache_dir)
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        result = verifier.evaluate(cpu_suite[fields["task"]], text)
+    assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
+    assert result.kernelbench_differs_by == "`file-access`" and result.kernelbench_speedup_eager > 0
+    assert any(name not in before and not name.endswith(".failed.json") for name in _store_files(cache_dir))  # built, by the store
