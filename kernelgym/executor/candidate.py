@@ -489,7 +489,8 @@ def prepare_factory(cache_dir: Path, backend_name: str, watch_state: bool = True
 
     # The precision the reference computes in (the worker's): full fp32 convolutions, not cuDNN's default TF32,
     # which made the reference's own code as an answer 2x "faster" on level-2 convolutions. A candidate that turns
-    # it back on changes global state (rule global-flags).
+    # it back on changes global state (rule global-flags). A preset that keeps PyTorch's default (kernelbench) has
+    # the judge set it at load, before the answer runs, for the reference and the answer alike.
     torch.backends.cudnn.allow_tf32 = False
 
     import kernelgym.verifier.candidate_side  # noqa: F401

@@ -87,12 +87,14 @@ def main(argv: list[str]) -> int:
     from kernelgym.verifier.channel import BuildsDeferred
     from kernelgym.verifier.judge import judge
     from kernelgym.verifier.mapped_code import runtime_roots
+    from kernelgym.verifier.guard import convolution_precision
     from kernelgym.verifier.presets import get_preset
     from kernelgym.verifier.result import Status
 
     torch.set_num_threads(policy.threads)
-    # fp32 references compute in full fp32: cuDNN's default TF32 convolutions are ~1e-3 off, which no exact
-    # answer could match within the fp32 tolerance (matmuls already default to full precision).
+    # fp32 references compute in full fp32 by default: cuDNN's default TF32 convolutions are ~1e-3 off, which no exact
+    # answer could match within the fp32 tolerance (matmuls already default to full precision). A preset that keeps
+    # PyTorch's default (kernelbench, as KernelBench's process) sets it per job (RulePreset.tf32_convolutions).
     torch.backends.cudnn.allow_tf32 = False
     build_root = cache_dir / "builds"
     build_root.mkdir(parents=True, exist_ok=True)
@@ -180,8 +182,10 @@ def main(argv: list[str]) -> int:
                         serve(request, job.config.timeouts.build)
                     candidate.build_service = _deferring(serve, builder) if job.defer_builds else serve
                     candidate.build_budget = job.config.timeouts.build
-                result = judge(job, candidate, build_root, job_dir, on_stage=lambda stage, budget: conn.send(("stage", stage, budget)),
-                               twin=take_spare, quiet=quiet)
+                # The preset's numerics for the reference computed here (the answer's process is told them at load).
+                with convolution_precision(get_preset(job.config.rules).tf32_convolutions):
+                    result = judge(job, candidate, build_root, job_dir, on_stage=lambda stage, budget: conn.send(("stage", stage, budget)),
+                                   twin=take_spare, quiet=quiet)
             except BuildsDeferred as deferred:
                 result = None
                 conn.send(("deferred", deferred.requests))

@@ -325,8 +325,13 @@ class CandidateSide(TaskCommands):
             return {"ok": True, "reusing": False}
         return {"ok": True, "reusing": self.observer.reuse_host_blocks(True)}
 
-    def cmd_load(self, code: str) -> dict[str, Any]:
-        """Import the answer (the build hooks of :meth:`serve` route its builds to the trusted side)."""
+    def cmd_load(self, code: str, tf32_convolutions: bool | None = None) -> dict[str, Any]:
+        """Import the answer (the build hooks of :meth:`serve` route its builds to the trusted side), first setting the
+        judge's convolution precision (``None``: this process's), which then counts as the state the answer found."""
+        if tf32_convolutions is not None and self.module is None:
+            torch.backends.cudnn.allow_tf32 = bool(tf32_convolutions)
+            if self.state is not None:
+                self.state = GlobalState.capture()
         try:
             self.module = load_module("candidate", code, self.work_dir)
         except ForbiddenSymbolsError as exc:

@@ -131,6 +131,26 @@ class GlobalState:
         return changes
 
 
+@contextlib.contextmanager
+def convolution_precision(tf32: bool) -> Iterator[None]:
+    """Within the block, cuDNN computes fp32 convolutions in TF32 (``tf32``) or in full fp32; restored after.
+
+    The judge's reference side under a rule preset (:attr:`~kernelgym.verifier.presets.RulePreset.tf32_convolutions`);
+    the answer's process is told the same before the answer loads (the ``load`` command).
+
+    Example:
+        >>> with convolution_precision(True):
+        ...     torch.backends.cudnn.allow_tf32
+        True
+    """
+    saved = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = saved
+
+
 def _set_flag(module: Any, name: str) -> Any:
     return lambda value: setattr(module, name, value)
 

@@ -218,7 +218,7 @@ class Harness:
 
     def load(self) -> None:
         self.load_task()
-        reply = self.ask("load", self.job.code)
+        reply = self.ask("load", self.job.code, self.preset.tf32_convolutions)
         self.builds = [BuildRecord(str(k), float(s), bool(h)) for k, s, h in reply.get("builds", [])]
         require_ok(reply)
         if "Model" in reply.get("mro", []):
@@ -238,7 +238,8 @@ class Harness:
             if self.twin is None:
                 raise TaskFailure("this judge starts no process for a task's program, and runs none in its own")
             self.reference = SandboxedTask.start(self.twin(), lambda: min(self.deadline - perf_counter(), self.config.timeouts.check),
-                                                 int(self.config.memory_limit_gb * 1024**3), task.source)
+                                                 int(self.config.memory_limit_gb * 1024**3), task.source,
+                                                 self.preset.tf32_convolutions)
             return
         try:
             self.reference = load_module("reference", task.source, self.work_dir)

@@ -52,6 +52,9 @@ class RulePreset:
             (see :mod:`kernelgym.backends.symbols`).
         summary: one sentence, for docs and ``--help``.
         illegal_hint: the hint under an ``illegal`` verdict (what this preset asks of an answer).
+        tf32_convolutions: cuDNN convolutions in TF32, PyTorch's default, for the reference and the answer alike
+            (KernelBench's process keeps it; its fp32 references are ~1e-3 off full fp32). ``False``: both compute
+            convolutions in full fp32, which an exact answer can match within the fp32 tolerance.
     """
 
     name: str
@@ -59,6 +62,7 @@ class RulePreset:
     admitted_concerns: frozenset[str]
     summary: str
     illegal_hint: str
+    tf32_convolutions: bool = False
 
 
 PRESETS = {
@@ -79,6 +83,7 @@ PRESETS = {
         "PyTorch operators allowed in ModelNew, as KernelBench allows them; every hack defense stays on",
         "PyTorch operators are allowed here, but not what the rule above names: compute each call's outputs from "
         "its own inputs, on the default stream, without threads, patches or timing tricks.",
+        tf32_convolutions=True,
     ),
 }
 

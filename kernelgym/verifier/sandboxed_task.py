@@ -157,14 +157,16 @@ class SandboxedTask:
             self.unheld.append(index)
 
     @classmethod
-    def start(cls, process: CandidateChannel, seconds_left: Callable[[], float], limit_bytes: int, source: str) -> SandboxedProgram:
-        """Load ``source`` in ``process``; the program's stand-in (the arguments as the class takes them).
+    def start(cls, process: CandidateChannel, seconds_left: Callable[[], float], limit_bytes: int, source: str,
+              tf32_convolutions: bool | None = None) -> SandboxedProgram:
+        """Load ``source`` in ``process``, with the judge's convolution precision; the program's stand-in (the arguments
+        as the class takes them).
 
         Raises:
             TaskFailure: the program did not load (or define ``Model``, ``get_inputs``, ``get_init_inputs``).
         """
         task = cls(process, seconds_left, limit_bytes)
-        reply = task.ask("loading the task's program", "task_load", source)
+        reply = task.ask("loading the task's program", "task_load", source, tf32_convolutions)
         reading = _Reading("loading the task's program", task.limit_bytes)
         described = reply.get("constants")
         if not isinstance(described, dict):

@@ -108,10 +108,13 @@ class TaskCommands:
             setattr(program, name, value)
         return program
 
-    def cmd_task_load(self, source: str) -> dict[str, Any]:
-        """Import the task's program; reply with its module constants that are plain scalars or tuples of them."""
+    def cmd_task_load(self, source: str, tf32_convolutions: bool | None = None) -> dict[str, Any]:
+        """Import the task's program, with the judge's convolution precision (``None``: this process's); reply with its
+        module constants that are plain scalars or tuples of them."""
         from kernelgym.verifier.candidate_side import load_module
 
+        if tf32_convolutions is not None:
+            torch.backends.cudnn.allow_tf32 = bool(tf32_convolutions)
         try:
             program = load_module("task", source, self.work_dir)
         except BaseException as exc:  # noqa: BLE001 (SystemExit included: the program's failure, said in the reply)

@@ -252,9 +252,10 @@ def _check_work_after_return(h: Harness, reported: list[float], call_cpu: list[f
 
 
 def _compile_baseline(h: Harness, reference: torch.nn.Module, inputs: list[Any], refresher: Refresher, runs: int, warmup: int) -> float | None:
-    """Median time of ``torch.compile(Model)``, cached per (task, shapes, device, torch version)."""
+    """Median time of ``torch.compile(Model)``, cached per (task, shapes, device, torch version, convolution precision)."""
     shapes = [tuple(t.shape) for t in inputs if isinstance(t, torch.Tensor)]
-    key = json.dumps([h.job.task.id, hashlib.sha1(h.job.task.source.encode()).hexdigest(), shapes, h.backend.device_name(), torch.__version__])
+    key = json.dumps([h.job.task.id, hashlib.sha1(h.job.task.source.encode()).hexdigest(), shapes, h.backend.device_name(), torch.__version__,
+                      *(["tf32-convolutions"] if h.preset.tf32_convolutions else [])])
     # In the judge's own directory beside the cache: a candidate that could rewrite a baseline would set every later speedup.
     cache = judge_dir(h.build_root.parent) / "baselines" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
     if cache.exists():

@@ -181,3 +181,17 @@ def test_reuse_is_a_host_request_that_needs_the_observer(tmp_path):
     side = _side(tmp_path, Double())
     assert side.cmd_reuse() == {"ok": True, "reusing": False}
     assert side.cmd_call(False, False)["ok"]
+
+
+@pytest.mark.parametrize("tf32", [True, False])
+def test_load_sets_the_judges_convolution_precision_before_the_answer_runs_and_counts_it_as_found(tmp_path, tf32: bool):
+    saved = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = not tf32  # the process's own, as the candidate factory left it
+    try:
+        side = CandidateSide(get_backend("cpp"), tmp_path, tmp_path)
+        code = "import torch\nfrom torch import nn\nseen = torch.backends.cudnn.allow_tf32\n\nclass ModelNew(nn.Module):\n    pass\n"
+        reply = side.cmd_load(code, tf32)
+        assert reply["ok"] and side.module.seen is tf32  # what the answer found at import
+        assert reply["state"] == []  # the judge's setting is not the answer's change
+    finally:
+        torch.backends.cudnn.allow_tf32 = saved
