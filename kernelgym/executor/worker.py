@@ -85,9 +85,9 @@ def main(argv: list[str]) -> int:
     from kernelgym.backends.native import prepare_floor
     from kernelgym.backends.trusted_build import StoreBuilder
     from kernelgym.verifier.channel import BuildsDeferred
+    from kernelgym.verifier.guard import convolution_precision
     from kernelgym.verifier.judge import judge
     from kernelgym.verifier.mapped_code import runtime_roots
-    from kernelgym.verifier.guard import convolution_precision
     from kernelgym.verifier.presets import get_preset
     from kernelgym.verifier.result import Status
 
