@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelgym.backends.locks import file_lock
 from kernelgym.backends.native import (
     CANONICAL_CFLAGS,
     CANONICAL_LDFLAGS,
     BuildError,
     ensure_pch,
-    file_lock,
     import_extension,
     toolchain_fingerprint,
 )

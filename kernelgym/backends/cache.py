@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelgym.backends.native import open_lock
+from kernelgym.backends.locks import open_lock
 from kernelgym.backends.store import ExtensionStore
 from kernelgym.errors import KernelGymError
 

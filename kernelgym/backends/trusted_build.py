@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelgym.backends.locks import file_lock
 from kernelgym.backends.native import (
     _CANONICAL_ACCEPTS,
     _CANONICAL_CUDA_HOST_ACCEPTS,
@@ -42,7 +43,6 @@ from kernelgym.backends.native import (
     ForbiddenSymbolsError,
     _checked_flags,
     beyond_floor,
-    file_lock,
     floor_stores,
     toolchain_fingerprint,
 )

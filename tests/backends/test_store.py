@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelgym.backends import native, trusted_build
-from kernelgym.backends.native import BuildError, BuildTimeout, file_lock
+from kernelgym.backends import locks, native, trusted_build
+from kernelgym.backends.locks import file_lock
+from kernelgym.backends.native import BuildError, BuildTimeout
 from kernelgym.backends.store import ExtensionStore, judge_dir
 from kernelgym.backends.trusted_build import BuildPlan, NativeToolchain, StoreBuilder, plan_build
 
@@ -258,7 +259,7 @@ def test_a_killed_holder_releases_its_build_lock_at_once(tmp_path: Path) -> None
 
 def test_a_long_wait_names_the_process_holding_the_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(native, "_LOCK_PATIENCE_SECONDS", 0.3)
+    monkeypatch.setattr(locks, "_LOCK_PATIENCE_SECONDS", 0.3)
     lock = tmp_path / "key.lock"
     holder = subprocess.Popen([sys.executable, "-c", _HOLD.replace("time.sleep(600)", "time.sleep(1.5)"), str(lock)],
                               stdout=subprocess.PIPE, text=True)
@@ -280,7 +281,7 @@ def test_lock_files_are_write_only_for_their_owner_even_those_made_before(tmp_pa
     for lock in (fresh, old):
         with file_lock(lock):
             pass
-        assert lock.stat().st_mode & 0o777 == native.LOCK_MODE == 0o200
+        assert lock.stat().st_mode & 0o777 == locks.LOCK_MODE == 0o200
     link = tmp_path / "link.lock"
     link.symlink_to(tmp_path / "elsewhere")
     with pytest.raises(OSError), file_lock(link):  # no link followed
