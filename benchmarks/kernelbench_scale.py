@@ -487,43 +487,44 @@ def run_kernelbench(answers: Sequence[Answer], args: argparse.Namespace, work: P
     devices = max(1, getattr(args, "kb_devices", 1))
     # KernelBench's local batch evaluation (eval_from_generations.batch_eval): batches of one answer per GPU, each in a
     # fresh process on its own device, the next batch once the whole batch has returned.
-    for first in range(0, len(answers), devices):
-        batch = answers[first:first + devices]
-        if time.time() > deadline:
+    for _ in range(max(1, getattr(args, "kb_repeat", 1))):  # its evaluator again on the same answers: its own spread
+        for first in range(0, len(answers), devices):
+            batch = answers[first:first + devices]
+            if time.time() > deadline:
+                for answer in batch:
+                    recorder.add(_not_run("kernelbench", answer))
+                continue
+            began = time.perf_counter()
+            outcomes: dict[str, dict[str, Any] | None] = {}
+            with ctx.Pool(len(batch)) as pool:
+                jobs = {answer.key: pool.apply_async(_kb_evaluate, (evaluator, args.kb_gpu_arch, answer.task.source,
+                                                                     answer.program, dirs[answer.key], answer.backend, i))
+                        for i, answer in enumerate(batch)}
+                for key, job in jobs.items():
+                    try:
+                        outcomes[key] = job.get(timeout=max(1.0, KB_TIMEOUT_S - (time.perf_counter() - began)))
+                    except multiprocessing.TimeoutError:
+                        outcomes[key] = None
+                    except Exception as exc:  # a crashed worker or an unpicklable result: this answer only
+                        outcomes[key] = {"compiled": False, "correctness": False, "runtime": -1.0, "ref_runtime": -1.0,
+                                         "metadata": {"error": f"{type(exc).__name__}: {exc}"[:400]}, "replaced": []}
+                pool.terminate()
+            seconds = time.perf_counter() - began
             for answer in batch:
-                recorder.add(_not_run("kernelbench", answer))
-            continue
-        began = time.perf_counter()
-        outcomes: dict[str, dict[str, Any] | None] = {}
-        with ctx.Pool(len(batch)) as pool:
-            jobs = {answer.key: pool.apply_async(_kb_evaluate, (evaluator, args.kb_gpu_arch, answer.task.source,
-                                                                 answer.program, dirs[answer.key], answer.backend, i))
-                    for i, answer in enumerate(batch)}
-            for key, job in jobs.items():
-                try:
-                    outcomes[key] = job.get(timeout=max(1.0, KB_TIMEOUT_S - (time.perf_counter() - began)))
-                except multiprocessing.TimeoutError:
-                    outcomes[key] = None
-                except Exception as exc:  # a crashed worker or an unpicklable result: this answer only
-                    outcomes[key] = {"compiled": False, "correctness": False, "runtime": -1.0, "ref_runtime": -1.0,
-                                     "metadata": {"error": f"{type(exc).__name__}: {exc}"[:400]}, "replaced": []}
-            pool.terminate()
-        seconds = time.perf_counter() - began
-        for answer in batch:
-            outcome = outcomes[answer.key]
-            build = builds.get(answer.key, {})
-            record = {**_base("kernelbench", answer), "seconds": round(seconds, 3),
-                      "stage_seconds": {"prebuild": round(build.get("seconds", 0.0), 3), "evaluate": round(seconds, 3)}}
-            if outcome is None:
-                record.update(status="timeout", speedup=None)
-            else:
-                replaced.update(outcome.get("replaced", []))
-                ok = outcome["correctness"] and outcome["runtime"] > 0 and outcome["ref_runtime"] > 0
-                record.update(status=_kb_status(outcome), runtime_ms=outcome["runtime"], ref_ms=outcome["ref_runtime"],
-                              speedup=outcome["ref_runtime"] / outcome["runtime"] if ok else None)
-                if record["status"] != "ok":
-                    record["feedback"] = _record_text(json.dumps(outcome["metadata"]))
-            recorder.add(record)
+                outcome = outcomes[answer.key]
+                build = builds.get(answer.key, {})
+                record = {**_base("kernelbench", answer), "seconds": round(seconds, 3),
+                          "stage_seconds": {"prebuild": round(build.get("seconds", 0.0), 3), "evaluate": round(seconds, 3)}}
+                if outcome is None:
+                    record.update(status="timeout", speedup=None)
+                else:
+                    replaced.update(outcome.get("replaced", []))
+                    ok = outcome["correctness"] and outcome["runtime"] > 0 and outcome["ref_runtime"] > 0
+                    record.update(status=_kb_status(outcome), runtime_ms=outcome["runtime"], ref_ms=outcome["ref_runtime"],
+                                  speedup=outcome["ref_runtime"] / outcome["runtime"] if ok else None)
+                    if record["status"] != "ok":
+                        record["feedback"] = _record_text(json.dumps(outcome["metadata"]))
+                recorder.add(record)
     return {"wall_s": round(time.perf_counter() - start, 3), "prebuild_s": round(prebuild_s, 3),
             "stand_ins": sorted(replaced)}
 
@@ -717,6 +718,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--stage-timeout", type=float, default=0.0, help="kernelgym budget of every stage, s (0: the verifier's)")
     parser.add_argument("--kb-devices", type=int, default=1,
                         help="GPUs KernelBench's evaluator judges on at once (its num_gpu_devices: one answer per GPU per batch)")
+    parser.add_argument("--kb-repeat", type=int, default=1,
+                        help="judge every answer this many times with KernelBench's evaluator (its spread across runs)")
     parser.add_argument("--kb-build-workers", type=int, default=min(20, os.cpu_count() or 1),
                         help="KernelBench prebuild processes (its default: 20, capped at the cores)")
     parser.add_argument("--kb-gpu-arch", default="Hopper", help="KernelBench's gpu_arch names, comma-separated")

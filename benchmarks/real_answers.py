@@ -350,6 +350,25 @@ def both_judged(records: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any],
     return [(latest[("kernelgym", a)], latest[("kernelbench", a)]) for a in keys]
 
 
+def kernelbench_spread(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """KernelBench's evaluator against itself: on answers it called correct in two judgements or more (in the records'
+    order), median |last speedup / first speedup - 1|: the floor under any agreement with one of its runs.
+
+    Example:
+        >>> rs = [{"phase": "kernelbench", "answer": "a", "status": "ok", "speedup": s} for s in (1.0, 1.1)]
+        >>> kernelbench_spread(rs)["median_abs_deviation"]
+        0.1
+    """
+    speedups: dict[str, list[float]] = {}
+    for r in records:
+        if r["phase"] == "kernelbench" and r["status"] == "ok" and r.get("speedup"):
+            speedups.setdefault(r["answer"], []).append(r["speedup"])
+    deviations = {a: abs(s[-1] / s[0] - 1.0) for a, s in speedups.items() if len(s) > 1}
+    return {"answers": len(deviations),
+            "median_abs_deviation": round(statistics.median(deviations.values()), 4) if deviations else None,
+            "over_5_percent": sum(d > 0.05 for d in deviations.values())}
+
+
 def _statuses(records: Iterable[dict[str, Any]]) -> list[str]:
     """Every kernelgym status, then any other status the records hold (``harness_error``)."""
     seen = {r["status"] for r in records} | {contract_verdict(r) for r in records}
@@ -479,6 +498,7 @@ def summarize(records: Sequence[dict[str, Any]], totals: Sequence[dict[str, Any]
         "agreement_contract": agreement_table(pairs, contract=True),
         "verdict_agreement": verdict_agreement(pairs),
         "speedup_agreement": speedup_agreement(pairs),
+        "kernelbench_spread": kernelbench_spread(records),
         "throughput": throughput(totals),
         "timeouts_on_kernelbench_correct": sorted(a["answer"] for a, b in pairs if b["status"] == "ok" and "timeout" in
                                                   (a["status"], contract_verdict(a))),
@@ -520,6 +540,10 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]], 
     lines += ["", "## Speedups (answers both call correct)", "",
               f"- answers: {speed['answers']}; median |speedup_kg / speedup_kb - 1|: {speed['median_abs_deviation']}",
               f"- beyond 15%: {', '.join(speed['over_15_percent']) or 'none'}"]
+    spread = summary["kernelbench_spread"]
+    lines += [f"- KernelBench's evaluator against itself (answers it called correct in two judgements or more): "
+              f"{spread['answers']} answers, median |last / first - 1|: {spread['median_abs_deviation']}, "
+              f"beyond 5%: {spread['over_5_percent']}"]
     t = summary["throughput"]
     lines += ["", f"## Throughput, cold (the {t['calls']} calls that ran both judges)", "",
               "| judge | answers | wall s | answers/min |", "| --- | --- | --- | --- |"]
@@ -618,6 +642,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--prepare", action="store_true", help="run `kernelgym prepare` on that cache first (timed apart)")
     parser.add_argument("--kb-devices", type=int, default=1,
                         help="GPUs KernelBench's evaluator judges on at once (its num_gpu_devices: one answer per GPU per batch)")
+    parser.add_argument("--kb-repeat", type=int, default=1,
+                        help="judge every answer this many times with KernelBench's evaluator (its spread across runs)")
     parser.add_argument("--kb-build-workers", type=int, default=min(20, os.cpu_count() or 1),
                         help="KernelBench prebuild processes (its default: 20, capped at the cores)")
     parser.add_argument("--kb-gpu-arch", default="Hopper", help="KernelBench's gpu_arch names, comma-separated")
