@@ -755,6 +755,24 @@ RUN_META = ("date", "commit", "gpu", "cpus", "torch", "python", "platform", "rul
 """What a merged summary takes from the runs' own summaries: where and with what they ran."""
 
 
+def read_results(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The answer records, the ``totals`` lines and the calls' machine metadata of one or more results files (the
+    JSON lines ``real_answers.py`` and ``rl_rate.py`` append: ``record`` says ``call`` or ``totals``, else an answer)."""
+    records, totals, metas = [], [], []
+    for path in paths:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if row.get("record") == "totals":
+                totals.append(row)
+            elif row.get("record") == "call":
+                metas.append(row.get("meta", {}))
+            else:
+                records.append(row)
+    return records, totals, metas
+
+
 def runs_meta(metas: Sequence[dict[str, Any]], commit: str, keys: Sequence[str] = RUN_META) -> dict[str, Any]:
     """The machine and software of the merged runs, not of the machine making the report.
 

@@ -577,21 +577,8 @@ def _number(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if value else "-"
 
 
-def read_results(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The answer records, the ``totals`` lines and the calls' machine metadata of one or more results files."""
-    records, totals, metas = [], [], []
-    for path in paths:
-        for line in Path(path).read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if row.get("record") == "totals":
-                totals.append(row)
-            elif row.get("record") == "call":
-                metas.append(row.get("meta", {}))
-            else:
-                records.append(row)
-    return records, totals, metas
+read_results = kbs.read_results
+"""The answer records, ``totals`` lines and call metadata of results files (:func:`kernelbench_scale.read_results`)."""
 
 
 def write_summary(out: Path, inputs: Sequence[str | Path], commit: str = "") -> None:

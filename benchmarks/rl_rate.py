@@ -331,26 +331,9 @@ def render_markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def read_results(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The answer records, the ``totals`` lines and the calls' machine metadata of one or more results files."""
-    records, totals, metas = [], [], []
-    for path in paths:
-        for line in Path(path).read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if row.get("record") == "totals":
-                totals.append(row)
-            elif row.get("record") == "call":
-                metas.append(row.get("meta", {}))
-            else:
-                records.append(row)
-    return records, totals, metas
-
-
 def write_summary(out: Path, inputs: Sequence[str | Path], commit: str = "") -> dict[str, Any]:
     """Write ``summary.json`` and ``summary.md`` into ``out`` from the results files ``inputs``; returns the summary."""
-    records, totals, metas = read_results(inputs)
+    records, totals, metas = kbs.read_results(inputs)
     summary = summarize(records, totals)
     meta = {**kbs.runs_meta(metas, commit, RUN_META), "inputs": [str(p) for p in inputs]}
     (out / "summary.json").write_text(json.dumps({"meta": meta, **summary}, indent=2, sort_keys=True, default=str))
@@ -362,16 +345,10 @@ def write_summary(out: Path, inputs: Sequence[str | Path], commit: str = "") -> 
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Flags of a run, or of ``report`` (merge results files into one summary)."""
+    """Flags of a run, or of ``report`` (the same as ``kernelbench_scale.py report``: merge results files into one summary)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["report"]:
-        parser = argparse.ArgumentParser(description="Merge results.jsonl files into summary.json/summary.md.")
-        parser.add_argument("--inputs", nargs="+", required=True, help="results.jsonl files of one or more calls")
-        parser.add_argument("--out", required=True, help="folder for summary.json and summary.md")
-        parser.add_argument("--commit", default="", help="commit to record (default: the calls' own)")
-        args = parser.parse_args(argv[1:])
-        args.command = "report"
-        return args
+        return kbs.parse_args(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for results.jsonl (appended to), summary.json, summary.md")
     parser.add_argument("--n", type=int, default=60, help="answers per phase")
