@@ -460,6 +460,43 @@ def kernelbench_answers(answers: Sequence[Answer], per_level: int | None) -> lis
     return kept
 
 
+def _evaluate_batch(ctx: Any, batch: Sequence[Answer], evaluator: str, args: argparse.Namespace,
+                    dirs: dict[str, str]) -> dict[str, dict[str, Any] | None]:
+    """One batch of KernelBench's evaluations, the i-th answer on the i-th GPU, each in a fresh process; each
+    answer's outcome (``None``: not back within :data:`KB_TIMEOUT_S` of the batch's start)."""
+    began = time.perf_counter()
+    outcomes: dict[str, dict[str, Any] | None] = {}
+    with ctx.Pool(len(batch)) as pool:
+        jobs = {answer.key: pool.apply_async(_kb_evaluate, (evaluator, args.kb_gpu_arch, answer.task.source,
+                                                             answer.program, dirs[answer.key], answer.backend, i))
+                for i, answer in enumerate(batch)}
+        for key, job in jobs.items():
+            try:
+                outcomes[key] = job.get(timeout=max(1.0, KB_TIMEOUT_S - (time.perf_counter() - began)))
+            except multiprocessing.TimeoutError:
+                outcomes[key] = None
+            except Exception as exc:  # a crashed worker or an unpicklable result: this answer only
+                outcomes[key] = {"compiled": False, "correctness": False, "runtime": -1.0, "ref_runtime": -1.0,
+                                 "metadata": {"error": f"{type(exc).__name__}: {exc}"[:400]}, "replaced": []}
+        pool.terminate()
+    return outcomes
+
+
+def _kb_record(answer: Answer, outcome: dict[str, Any] | None, seconds: float, build: dict[str, Any]) -> dict[str, Any]:
+    """KernelBench's verdict on ``answer`` as a record (``outcome`` ``None``: it timed out)."""
+    record = {**_base("kernelbench", answer), "seconds": round(seconds, 3),
+              "stage_seconds": {"prebuild": round(build.get("seconds", 0.0), 3), "evaluate": round(seconds, 3)}}
+    if outcome is None:
+        record.update(status="timeout", speedup=None)
+        return record
+    ok = outcome["correctness"] and outcome["runtime"] > 0 and outcome["ref_runtime"] > 0
+    record.update(status=_kb_status(outcome), runtime_ms=outcome["runtime"], ref_ms=outcome["ref_runtime"],
+                  speedup=outcome["ref_runtime"] / outcome["runtime"] if ok else None)
+    if record["status"] != "ok":
+        record["feedback"] = _record_text(json.dumps(outcome["metadata"]))
+    return record
+
+
 def run_kernelbench(answers: Sequence[Answer], args: argparse.Namespace, work: Path, recorder: Recorder,
                     deadline: float) -> dict[str, Any]:
     """KernelBench's prebuild pool, then one fresh process per evaluation; returns the phase's totals."""
@@ -495,36 +532,13 @@ def run_kernelbench(answers: Sequence[Answer], args: argparse.Namespace, work: P
                     recorder.add(_not_run("kernelbench", answer))
                 continue
             began = time.perf_counter()
-            outcomes: dict[str, dict[str, Any] | None] = {}
-            with ctx.Pool(len(batch)) as pool:
-                jobs = {answer.key: pool.apply_async(_kb_evaluate, (evaluator, args.kb_gpu_arch, answer.task.source,
-                                                                     answer.program, dirs[answer.key], answer.backend, i))
-                        for i, answer in enumerate(batch)}
-                for key, job in jobs.items():
-                    try:
-                        outcomes[key] = job.get(timeout=max(1.0, KB_TIMEOUT_S - (time.perf_counter() - began)))
-                    except multiprocessing.TimeoutError:
-                        outcomes[key] = None
-                    except Exception as exc:  # a crashed worker or an unpicklable result: this answer only
-                        outcomes[key] = {"compiled": False, "correctness": False, "runtime": -1.0, "ref_runtime": -1.0,
-                                         "metadata": {"error": f"{type(exc).__name__}: {exc}"[:400]}, "replaced": []}
-                pool.terminate()
+            outcomes = _evaluate_batch(ctx, batch, evaluator, args, dirs)
             seconds = time.perf_counter() - began
             for answer in batch:
                 outcome = outcomes[answer.key]
-                build = builds.get(answer.key, {})
-                record = {**_base("kernelbench", answer), "seconds": round(seconds, 3),
-                          "stage_seconds": {"prebuild": round(build.get("seconds", 0.0), 3), "evaluate": round(seconds, 3)}}
-                if outcome is None:
-                    record.update(status="timeout", speedup=None)
-                else:
+                if outcome is not None:
                     replaced.update(outcome.get("replaced", []))
-                    ok = outcome["correctness"] and outcome["runtime"] > 0 and outcome["ref_runtime"] > 0
-                    record.update(status=_kb_status(outcome), runtime_ms=outcome["runtime"], ref_ms=outcome["ref_runtime"],
-                                  speedup=outcome["ref_runtime"] / outcome["runtime"] if ok else None)
-                    if record["status"] != "ok":
-                        record["feedback"] = _record_text(json.dumps(outcome["metadata"]))
-                recorder.add(record)
+                recorder.add(_kb_record(answer, outcome, seconds, builds.get(answer.key, {})))
     return {"wall_s": round(time.perf_counter() - start, 3), "prebuild_s": round(prebuild_s, 3),
             "stand_ins": sorted(replaced)}
 
