@@ -249,6 +249,23 @@ class Recorder:
         log(f"{record['phase']:<11} {record['answer']:<58} {record['status']:<14} {record['seconds']:8.1f} s{speed}")
 
 
+class CallRecorder(Recorder):
+    """The recorder, each record tagged with the call that made it, plus the call's own lines."""
+
+    def __init__(self, out: Path, call: str) -> None:
+        super().__init__(out)
+        self.call = call
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Record one answer's verdict (tagged with this call)."""
+        super().add({**record, "call": self.call})
+
+    def note(self, kind: str, **fields: Any) -> None:
+        """Append a ``call`` or ``totals`` line (not an answer's record)."""
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"record": kind, "call": self.call, **fields}, sort_keys=True, default=str) + "\n")
+
+
 # -- kernelgym ------------------------------------------------------------------------------------------------
 
 

@@ -225,23 +225,6 @@ def select(answers: Sequence[kbs.Answer], levels: Sequence[int], shard: tuple[in
 # -- judging --------------------------------------------------------------------------------------------------
 
 
-class CallRecorder(kbs.Recorder):
-    """``kernelbench_scale``'s recorder, each record tagged with the call that made it, plus the call's own lines."""
-
-    def __init__(self, out: Path, call: str) -> None:
-        super().__init__(out)
-        self.call = call
-
-    def add(self, record: dict[str, Any]) -> None:
-        """Record one answer's verdict (tagged with this call)."""
-        super().add({**record, "call": self.call})
-
-    def note(self, kind: str, **fields: Any) -> None:
-        """Append a ``call`` or ``totals`` line (not an answer's record)."""
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"record": kind, "call": self.call, **fields}, sort_keys=True, default=str) + "\n")
-
-
 def _first_line(text: str) -> str:
     """The feedback's first line after its ``Status:`` line (which the record holds already)."""
     lines = (line.strip() for line in text.splitlines() if line.strip() and not line.startswith("Status:"))
@@ -263,7 +246,7 @@ def kernelgym_record(answer: kbs.Answer, result: Any, wall_s: float, batch_s: fl
     }
 
 
-def run_kernelgym(answers: Sequence[kbs.Answer], args: argparse.Namespace, recorder: CallRecorder,
+def run_kernelgym(answers: Sequence[kbs.Answer], args: argparse.Namespace, recorder: kbs.CallRecorder,
                   deadline: float) -> dict[str, Any]:
     """Submit every answer to one verifier and record each verdict as it arrives; at the deadline the answers still
     without a verdict are recorded ``not_run``. Returns the phase's totals.
@@ -692,7 +675,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     out.mkdir(parents=True, exist_ok=True)
     call = f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%S}-shard{args.shard[0]}of{args.shard[1]}"
-    recorder = CallRecorder(out, call)
+    recorder = kbs.CallRecorder(out, call)
     meta = {**kbs.machine_meta(args.commit), "rules": args.rules, "backend": args.backend, "reference": args.reference,
             "answers_file": str(Path(args.answers).resolve()), "kernelbench": str(Path(args.kernelbench).resolve())}
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "answers", "kernelbench", "evaluator", "out")}

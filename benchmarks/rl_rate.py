@@ -401,21 +401,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     device_ids = pinned_devices(args.devices, args.backend)
     devices = len(device_ids)
     call = f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%S}-{devices}dev"
-    results = out / "results.jsonl"
     meta = {**kbs.machine_meta(args.commit), "rules": args.rules, "backend": args.backend,
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "out")}
 
-    def note(kind: str, **fields: Any) -> None:
-        with results.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"record": kind, "call": call, **fields}, sort_keys=True, default=str) + "\n")
+    recorder = kbs.CallRecorder(out, call)
+    note = recorder.note
 
     def on_record(record: dict[str, Any]) -> None:
-        record.update(call=call, devices=devices)
-        with results.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, sort_keys=True, default=str) + "\n")
-        kbs.log(f"{record['phase']:<10} {record['answer']:<14} {record['family']:<13} {record['status']:<14} "
-                f"{record['seconds']:7.2f} s  cache_hit {record.get('cache_hit')}")
+        recorder.add({**record, "devices": devices})
 
     note("call", meta=meta, flags=flags, devices=devices, device_ids=device_ids)
     kbs.log(f"{call}: {args.n} answers per phase, phases {', '.join(args.phases)}, devices {device_ids or 'default'}, cache {cache}")
@@ -439,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 totals = {"phase": phase, "error": traceback.format_exc()[-1500:]}
             note("totals", **totals)
             kbs.log(f"{phase}: {json.dumps(totals, default=str)}")
-            write_summary(out, [results], args.commit)
+            write_summary(out, [recorder.path], args.commit)
     finally:
         if verifier is not None:
             verifier.close()
