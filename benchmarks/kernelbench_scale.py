@@ -60,7 +60,7 @@ import tempfile
 import time
 import traceback
 import types
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -280,6 +280,27 @@ def _kernelgym_record(phase: str, answer: Answer, result: Any, seconds: float) -
     if result.status.value != "ok":
         record["feedback"] = _record_text(result.feedback or "")
     return record
+
+
+def verdicts_as_they_come(submitted: dict[concurrent.futures.Future, tuple[int, float]], deadline: float,
+                          label: str) -> Iterator[tuple[int, float, Any, Exception | None]]:
+    """``(index, submitted at, result, error)`` of each future in ``submitted`` (future -> its answer's index and
+    ``perf_counter`` at submission) as it completes, until ``deadline`` (a ``time.time()``; ``inf``: none). ``error``
+    is an answer's harness failure (its result ``None``); the verdicts still missing at the deadline are logged."""
+    remaining = None if deadline == float("inf") else max(0.0, deadline - time.time())
+    came = 0
+    try:
+        for future in concurrent.futures.as_completed(submitted, timeout=remaining):
+            index, began = submitted[future]
+            came += 1
+            try:
+                result = future.result()
+            except Exception as exc:  # one answer's harness failure, not its verdict
+                yield index, began, None, exc
+            else:
+                yield index, began, result, None
+    except concurrent.futures.TimeoutError:
+        log(f"{label}: deadline passed with {len(submitted) - came} verdicts outstanding")
 
 
 def _judge_batch(verifier: Any, answers: Sequence[Answer], on_result: Callable[[int, Any, float], None]) -> None:

@@ -274,23 +274,16 @@ def run_kernelgym(answers: Sequence[kbs.Answer], args: argparse.Namespace, recor
             for index, answer in enumerate(answers):
                 submitted[verifier.submit(answer.task, answer.text)] = (index, time.perf_counter())
             kbs.log(f"kernelgym: {len(answers)} answers submitted in {time.perf_counter() - start:.1f} s")
-            remaining = None if deadline == float("inf") else max(0.0, deadline - time.time())
-            try:
-                for future in concurrent.futures.as_completed(submitted, timeout=remaining):
-                    index, began = submitted[future]
-                    now = time.perf_counter()
-                    answer = answers[index]
-                    try:
-                        result = future.result()
-                    except Exception as exc:  # one answer's harness failure, not its verdict
-                        recorder.add({**kbs._base("kernelgym", answer), "status": "harness_error", "seconds": round(now - began, 3),
-                                      "feedback": kbs._record_text(f"{type(exc).__name__}: {exc}")})
-                    else:
-                        hits += result.cache_hit
-                        recorder.add(kernelgym_record(answer, result, now - began, now - start))
-                    done.add(index)
-            except concurrent.futures.TimeoutError:
-                kbs.log(f"kernelgym: deadline passed with {len(answers) - len(done)} verdicts outstanding")
+            for index, began, result, error in kbs.verdicts_as_they_come(submitted, deadline, "kernelgym"):
+                now = time.perf_counter()
+                answer = answers[index]
+                if error is not None:
+                    recorder.add({**kbs._base("kernelgym", answer), "status": "harness_error", "seconds": round(now - began, 3),
+                                  "feedback": kbs._record_text(f"{type(error).__name__}: {error}")})
+                else:
+                    hits += result.cache_hit
+                    recorder.add(kernelgym_record(answer, result, now - began, now - start))
+                done.add(index)
             wall = time.perf_counter() - start
     except Exception as exc:  # an executor failure ends the batch; what is left is recorded as such
         failure = f"{type(exc).__name__}: {exc}"

@@ -136,21 +136,16 @@ def judge_batch(verifier: Any, phase: str, items: Sequence[Any], deadline: float
             break
         submitted[verifier.submit(item_task(item), item.answer_source)] = (index, time.perf_counter())
     seen: set[int] = set()
-    remaining = None if deadline == float("inf") else max(0.0, deadline - time.time())
-    try:
-        for future in concurrent.futures.as_completed(submitted, timeout=remaining):
-            index, began = submitted[future]
-            now = time.perf_counter()
-            try:
-                record = answer_record(phase, items[index], future.result(), now - began, now - start)
-            except Exception as exc:  # one answer's harness failure, not its verdict
-                record = {**_missing(phase, items[index], "harness_error", f"{type(exc).__name__}: {exc}"),
-                          "seconds": round(now - began, 3), "at_s": round(now - start, 3)}
-            seen.add(index)
-            done.records.append(record)
-            on_record(record)
-    except concurrent.futures.TimeoutError:
-        kbs.log(f"{phase}: deadline passed with {len(submitted) - len(seen)} verdicts outstanding")
+    for index, began, result, error in kbs.verdicts_as_they_come(submitted, deadline, phase):
+        now = time.perf_counter()
+        if error is None:
+            record = answer_record(phase, items[index], result, now - began, now - start)
+        else:  # one answer's harness failure, not its verdict
+            record = {**_missing(phase, items[index], "harness_error", f"{type(error).__name__}: {error}"),
+                      "seconds": round(now - began, 3), "at_s": round(now - start, 3)}
+        seen.add(index)
+        done.records.append(record)
+        on_record(record)
     done.wall_s = time.perf_counter() - start
     for index, item in enumerate(items):
         if index not in seen:
