@@ -49,6 +49,8 @@ class Args:
     """seed of the sampling and the task order"""
     steps: int = 200
     """training steps"""
+    max_minutes: float = 0.0
+    """stop after the step that ends past this many minutes of the run (0: run every step)"""
     tasks_per_step: int = 4
     """prompts per step"""
     group_size: int = 8
@@ -114,6 +116,7 @@ if __name__ == "__main__":
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     run_start = time.perf_counter()
+    step = 0
     with out_path.open("w") as log:
         for step in range(1, args.steps + 1):
             chosen = rng.choice(len(rows), size=min(args.tasks_per_step, len(rows)), replace=False)
@@ -126,8 +129,11 @@ if __name__ == "__main__":
             print(f"step {step:4d}  score {record['score']:.3f}  solved {record['solved_fraction']:.2f}  "
                   f"popped {record['mirrorpop/popped_fraction']:.2f}  buffer {record['retry/size']}  "
                   f"judged {record['judge/judged']}  {record['seconds/step']:.1f}s", flush=True)
+            if args.max_minutes and record["seconds/total"] > 60 * args.max_minutes:
+                print(f"stopping after step {step}: past {args.max_minutes} minutes", flush=True)
+                break
     trainer.close()
     save_checkpoint(args.save, model.to("cpu"), tokenizer,
-                    {**metadata, "rl": {"from": args.checkpoint, "suite": args.suite, "steps": args.steps,
+                    {**metadata, "rl": {"from": args.checkpoint, "suite": args.suite, "steps": step,
                                         "seed": args.seed, "advantage": args.advantage}})
     print(f"saved {args.save}")

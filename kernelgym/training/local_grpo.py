@@ -139,38 +139,79 @@ class JudgeOnce:
 class GenerateClient:
     """verl's ``LLMServerClient`` contract served by ``transformers``' ``generate`` on the policy in this process.
 
+    The agent loop asks for every trajectory's turn at once (one coroutine each); the requests that arrive
+    within ``gather_s`` of the first are sampled together, left-padded, in one ``generate`` call.
+
     Args:
         model: the policy (a causal LM).
         tokenizer: its tokenizer.
         max_new_tokens: most tokens of one turn.
         processors: ``prompt_length -> LogitsProcessorList`` shaping sampling (``None``: plain sampling);
-            whatever shapes sampling must shape the trainer's log-probs too.
+            whatever shapes sampling must shape the trainer's log-probs too. ``prompt_length`` is the padded
+            width of the batch's prompts.
+        gather_s: how long the first request of a batch waits for others to join it.
     """
 
     def __init__(self, model: Any, tokenizer: Any, max_new_tokens: int,
-                 processors: Callable[[int], Any] | None = None) -> None:
+                 processors: Callable[[int], Any] | None = None, gather_s: float = 0.02) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.max_new_tokens = max_new_tokens
         self.processors = processors
-        self.lock = threading.Lock()
+        self.gather_s = gather_s
+        self.batch_sizes: list[int] = []
+        self._pending: list[tuple[list[int], int, asyncio.Future]] = []
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any):  # noqa: ANN201
         """Sample one turn after ``prompt_ids``; a verl ``TokenOutput`` with the sampled tokens' log-probs."""
-        import torch
         from verl.workers.rollout.replica import TokenOutput
 
-        ids = torch.tensor([prompt_ids], device=self.model.device)
-        limit = int(sampling_params.get("max_tokens", self.max_new_tokens))
-        extra = {"logits_processor": self.processors(ids.shape[1])} if self.processors is not None else {}
-        with self.lock, torch.no_grad():
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        limit = min(int(sampling_params.get("max_tokens", self.max_new_tokens)), self.max_new_tokens)
+        self._pending.append((list(prompt_ids), limit, future))
+        if len(self._pending) == 1:
+            loop.call_later(self.gather_s, self._sample_pending)
+        tokens, log_probs = await future
+        return TokenOutput(token_ids=tokens, log_probs=log_probs, stop_reason="completed")
+
+    def _sample_pending(self) -> None:
+        batch, self._pending = self._pending, []
+        try:
+            results = self.sample([ids for ids, _, _ in batch], [limit for _, limit, _ in batch])
+        except Exception as exc:  # noqa: BLE001 - handed to every waiting trajectory
+            for _, _, future in batch:
+                future.set_exception(exc)
+            return
+        for (_, _, future), result in zip(batch, results, strict=True):
+            future.set_result(result)
+
+    def sample(self, prompts: Sequence[list[int]], limits: Sequence[int]) -> list[tuple[list[int], list[float]]]:
+        """One sampled turn per prompt (at most its limit of tokens, through the first end-of-turn token) and the
+        log-prob of each sampled token, from one left-padded ``generate`` call."""
+        import torch
+
+        self.batch_sizes.append(len(prompts))
+        width = max(len(p) for p in prompts)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.model.device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.model.device)
+        extra = {"logits_processor": self.processors(width)} if self.processors is not None else {}
+        with torch.no_grad():
             out = self.model.generate(
-                ids, attention_mask=torch.ones_like(ids), do_sample=True, top_k=0, top_p=1.0, temperature=1.0,
-                max_new_tokens=min(limit, self.max_new_tokens), pad_token_id=self.tokenizer.pad_token_id,
-                eos_token_id=self.tokenizer.eos_token_id, return_dict_in_generate=True, output_scores=True, **extra,
+                ids, attention_mask=mask, do_sample=True, top_k=0, top_p=1.0, temperature=1.0,
+                max_new_tokens=max(limits), pad_token_id=pad, eos_token_id=self.tokenizer.eos_token_id,
+                return_dict_in_generate=True, output_scores=True, **extra,
             )
-        new = out.sequences[0, ids.shape[1]:].tolist()
-        log_probs = [float(torch.log_softmax(s[0].float(), -1)[t]) for s, t in zip(out.scores, new, strict=False)]
-        return TokenOutput(token_ids=new, log_probs=log_probs, stop_reason="completed")
+            new = out.sequences[:, width:]
+            scores = torch.stack(out.scores, dim=1).float()  # [batch, new tokens, vocabulary]
+            chosen = torch.log_softmax(scores, -1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        results = []
+        for row, limit in enumerate(limits):
+            tokens = new[row, :limit].tolist()
+            if self.tokenizer.eos_token_id in tokens:
+                tokens = tokens[:tokens.index(self.tokenizer.eos_token_id) + 1]
+            results.append((tokens, chosen[row, :len(tokens)].tolist()))
+        return results
 
 
 def response_logits(model: Any, batch: Any, rows: Any) -> Any:
