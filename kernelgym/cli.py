@@ -235,9 +235,10 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--rules", choices=("native", "kernelbench"), default="native",
                     help="rule preset: native (no PyTorch/ATen compute in ModelNew) or kernelbench (PyTorch ops allowed "
                     "as KernelBench allows them; every hack defense on) (default: native)")
-    ev.add_argument("--weights", choices=("redrawn", "fixed"), default="redrawn",
-                    help="weights contract: redrawn (one trial redraws the weights: the answer must compute from its parameters) "
-                    "or fixed (KernelBench's: weights fixed at construction) (default: redrawn)")
+    ev.add_argument("--weights", choices=("redrawn", "fixed", "seeded"), default="redrawn",
+                    help="weights contract: redrawn (one trial redraws the weights: the answer must compute from its parameters), "
+                    "fixed (the reference's weights copied in at construction, never changed) or seeded (KernelBench's: "
+                    "ModelNew's own weights from the reference's seed, nothing copied) (default: redrawn)")
     add_executor_arguments(ev)
     many = ev.add_argument_group("many answers")
     many.add_argument("--out", default=None, help="run folder (default: runs/eval/<name of ANSWER>)")

@@ -82,7 +82,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                        f"allowed as KernelBench allows them; every hack defense on) (default: {defaults.rules})")
     judge.add_argument("--weights", choices=WEIGHTS, default=defaults.weights,
                        help="weights contract: redrawn (one trial redraws the weights: answers must compute from their "
-                       f"parameters) or fixed (KernelBench's: weights fixed at construction) (default: {defaults.weights})")
+                       "parameters), fixed (the reference's weights copied in at construction, never changed) or seeded "
+                       f"(KernelBench's: ModelNew's own weights from the reference's seed) (default: {defaults.weights})")
     judge.add_argument("--faster-threshold", type=float, default=defaults.faster_threshold,
                        help=f"speedup above which an answer is faster (default: {defaults.faster_threshold})")
 

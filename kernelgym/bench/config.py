@@ -116,7 +116,7 @@ class BenchSummary:
         out_dir: the run folder.
         files: the files written, relative to ``out_dir``.
         rules: the rule preset the answers were judged by.
-        weights: the weights contract the answers were judged by (``redrawn`` or ``fixed``).
+        weights: the weights contract the answers were judged by (``redrawn``, ``fixed`` or ``seeded``).
         skipped: task id -> why the agent could not answer it (e.g. no bundled solution for the backend);
             such tasks are not in ``task_ids`` and count neither as passed nor as failed.
     """

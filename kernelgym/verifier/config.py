@@ -3,7 +3,7 @@
 Holds:
     StageTimeouts: wall-clock budget of each stage that runs candidate code.
     VerifierConfig: every knob of the judge, with documented defaults.
-    WEIGHTS: the weights contracts (``redrawn``, ``fixed``).
+    WEIGHTS: the weights contracts (``redrawn``, ``fixed``, ``seeded``).
     SERVED_BOUNDS, check_bounds: the settings a judge serving untrusted clients accepts (``kernelgym serve``).
     config_from_dict: a config from JSON overrides (nested ``reward``, ``timeouts`` too).
 """
@@ -20,9 +20,10 @@ from kernelgym.verifier.reward import RewardSpec
 
 __all__ = ["SERVED_BOUNDS", "StageTimeouts", "VerifierConfig", "WEIGHTS", "check_bounds", "config_from_dict"]
 
-WEIGHTS = ("redrawn", "fixed")
-"""The weights contracts: ``redrawn`` (one trial redraws every floating parameter and buffer; the default)
-or ``fixed`` (KernelBench's: the weights are those set at construction, never changed)."""
+WEIGHTS = ("redrawn", "fixed", "seeded")
+"""The weights contracts: ``redrawn`` (one trial redraws every floating parameter and buffer; the default),
+``fixed`` (the reference's weights copied into ``ModelNew`` at construction, never changed) or ``seeded``
+(KernelBench's own: ``ModelNew`` keeps what its ``__init__`` made from the reference's seed; nothing is copied)."""
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,12 @@ class VerifierConfig:
             also checks one trial with every floating parameter and buffer moved away from its initial
             value, so an answer must compute from its parameters in ``forward`` (one with no place for
             some is ``incorrect``, ``weights-unplaced``, unless it names them in ``constant_weights``: then
-            they are not redrawn, and it is flagged ``weights-not-redrawn`` and scored lower); ``fixed`` is
-            KernelBench's contract: the weights set at construction never change.
+            they are not redrawn, and it is flagged ``weights-not-redrawn`` and scored lower); ``fixed``: the
+            weights copied in at construction never change; ``seeded`` is KernelBench's own contract: nothing is
+            copied, ``ModelNew`` keeps the weights its ``__init__`` made after the reference's seed was set (as
+            KernelBench builds both), so an answer that transforms its weights in ``__init__`` is checked as
+            KernelBench checks it, and one whose ``__init__`` draws them in another order is wrong there too. The
+            verdict under KernelBench's contract uses ``seeded``.
         profile_calls: on a device, watched untimed calls of a timed answer's ``forward`` profiled for the share of
             their device time in the answer's own kernels (``EvalResult.own_kernel_share``; 0 turns it off):
             :mod:`kernelgym.verifier.kernel_share`.

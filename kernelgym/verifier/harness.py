@@ -330,7 +330,8 @@ class Harness:
     # --- models and calls ---------------------------------------------------------------------------
 
     def models(self, variant: dict[str, Any]) -> torch.nn.Module:
-        """Build the reference here and ``ModelNew`` there, with the same init inputs and the reference's state.
+        """Build the reference here and ``ModelNew`` there, with the same init inputs and seed, and the reference's state
+        (none under the ``seeded`` weights contract: ``ModelNew`` keeps its own, as KernelBench builds it).
 
         The state reaches ``ModelNew`` by name, then by shape and role among tensors of equal shape and
         dtype (:func:`~kernelgym.verifier.placement.transfer_state`). ``constant_weights`` keeps the
@@ -350,7 +351,9 @@ class Harness:
         # (Names set for an earlier shape are sent again, with the values the reference program holds now.)
         self.constant_names |= set(variant)
         constants = {key: getattr(self.reference, key) for key in sorted(self.constant_names)}
-        reply = self.ask("construct", seed, self.init_inputs, self.shared_state(reference), constants)
+        # Under the seeded contract ModelNew keeps what its __init__ made from the seed, as KernelBench builds it.
+        state = {} if self.config.weights == "seeded" else self.shared_state(reference)
+        reply = self.ask("construct", seed, self.init_inputs, state, constants)
         require_ok(reply)
         self.observe_state(reply, "while building ModelNew")
         reported, declared = reply.get("unplaced"), reply.get("constant")
@@ -396,8 +399,8 @@ class Harness:
     def redraw_weights(self, reference: torch.nn.Module) -> bool:
         """Move every floating parameter and buffer away from its initial value, here and there, but those held constant.
 
-        Returns whether any moved. None moves under the ``fixed`` weights contract (an unplaced tensor is
-        no fault there: KernelBench's weights never change) or in a task that has none. Under ``redrawn``:
+        Returns whether any moved. None moves under the ``fixed`` and ``seeded`` weights contracts (an unplaced
+        tensor is no fault there: KernelBench's weights never change) or in a task that has none. Under ``redrawn``:
 
         * a tensor with no place in ``ModelNew`` that it does not declare constant makes the answer
           ``incorrect`` (``weights-unplaced``): it could not follow that tensor when it changed;
@@ -405,7 +408,7 @@ class Harness:
           the result is flagged ``weights-not-redrawn``, with a note naming them, and scored lower
           (:func:`~kernelgym.verifier.judge.judge`: correctness at half weight, no speed term).
         """
-        if self.config.weights == "fixed":
+        if self.config.weights in ("fixed", "seeded"):
             return False
         floating = redrawable_state(reference)
         if not floating:

@@ -231,7 +231,7 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
     caller started ahead (the next job's candidate) is still starting: it is called before the timed calls.
     """
     if job.strict_rejection is not None and not job.build_only:  # judged under KernelBench's contract only
-        contract = replace(job, config=replace(job.config, weights="fixed", check_variants=False))
+        contract = replace(job, config=replace(job.config, weights="seeded", check_variants=False))
         return contract_of_rejected(job.strict_rejection, _judged(contract, candidate, build_root, work_dir, on_stage, twin, quiet))
     return _judged(job, candidate, build_root, work_dir, on_stage, twin, quiet)
 
@@ -296,7 +296,7 @@ def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violatio
 
     ``None`` where the two cannot differ: the answer is ``ok``, or failed before its check (it did not build, broke a
     rule, timed out), or failed the check with an error on the task's own shape. Otherwise the answer is checked again on the task's own
-    shapes, with the weights fixed at construction, in KernelBench's mode (training mode, no gradients), and timed
+    shapes, with the weights ``ModelNew`` made at construction from the reference's seed (``seeded``), in KernelBench's mode (training mode, no gradients), and timed
     if it is right there; every hack defense stays on. Returns (status, speedup, what separates the verdicts).
     """
     if status not in (Status.INCORRECT, Status.RUNTIME_ERROR) or not h.progress.compiled or h.job.build_only:
@@ -313,7 +313,7 @@ def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violatio
     else:
         return None
     job, config, progress, preset = h.job, h.config, h.progress, h.preset
-    contract = replace(config, weights="fixed", check_variants=False)
+    contract = replace(config, weights="seeded", check_variants=False)
     h.job, h.config, h.preset = replace(job, config=contract), contract, contract_preset(preset)
     h.progress = Progress(compiled=True, seconds=progress.seconds)
     try:

@@ -125,7 +125,7 @@ class EvalResult:
         seeds: the seeds used for the correctness trials (reproducibility).
         device: the device the candidate ran on, in words.
         rules: the rule preset it was judged by (``native`` or ``kernelbench``).
-        weights: the weights contract it was judged by (``redrawn`` or ``fixed``; see
+        weights: the weights contract it was judged by (``redrawn``, ``fixed`` or ``seeded``; see
             :class:`~kernelgym.verifier.config.VerifierConfig`).
         judge_reason: for ``judge_error``, why the judge failed (for people and logs; kept out of ``feedback``).
         kernelbench_status: under the ``kernelbench`` preset, where the strict verdict was not ``ok`` for a reason

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import secrets
 from concurrent.futures import as_completed
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,21 @@ def test_under_the_kernelbench_preset_a_result_carries_the_verdict_of_kernelbenc
     # Where both contracts agree, the result says so without a second check.
     assert honest.status is Status.OK and honest.kernelbench_verdict is Status.OK and honest.kernelbench_status is None
     assert honest.kernelbench_speedup_eager == honest.speedup_eager
+
+
+def test_kernelbench_s_contract_keeps_the_weights_the_answer_s_own_init_made(cache_dir: Path, cpu_suite) -> None:
+    """KernelBench builds the reference and ModelNew from one seed and copies nothing between them: an answer that
+    scales its weights in place in ``__init__`` is right there, and wrong once the reference's weights are copied in."""
+    fields, text = _sample("weights_scaled_in_place_in_init")
+    kernelbench_expected = re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1)
+    task = cpu_suite[fields["task"]]
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        result = verifier.evaluate(task, text)
+    fixed_config = replace(_config(fields["rules"]), weights="fixed")
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=fixed_config) as verifier:
+        fixed = verifier.evaluate(task, text)
+    assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
+    assert fixed.status is Status.INCORRECT, fixed.feedback  # the reference's weights copied over the scaled ones
 
 
 def test_an_answer_illegal_only_by_a_rule_kernelbench_lacks_is_judged_under_its_contract(cache_dir: Path, cpu_suite) -> None:

@@ -74,7 +74,7 @@ def test_a_description_the_judge_does_not_take_is_refused_before_any_memory_is_m
     assert sum(t.numel() * t.element_size() for t in reading.tensors) <= LIMIT
 
 
-@pytest.mark.parametrize("weights", ["fixed", "redrawn"])
+@pytest.mark.parametrize("weights", ["fixed", "seeded", "redrawn"])
 def test_a_sandboxed_task_gets_the_verdict_and_the_values_of_the_trusted_one(cpu_verifier, weights: str) -> None:  # noqa: ANN001
     from kernelgym import Verifier
 
@@ -86,7 +86,7 @@ def test_a_sandboxed_task_gets_the_verdict_and_the_values_of_the_trusted_one(cpu
         dataclasses.replace(task, sandboxed=True), task.solution("cpp"))
     assert trusted.status.value == sandboxed.status.value == "ok", sandboxed.feedback + sandboxed.judge_reason
     assert sandboxed.seeds == trusted.seeds
-    if weights == "fixed":  # the same inputs and weights, so the same errors (a redraw's noise is drawn here, after
+    if weights != "redrawn":  # the same inputs and weights, so the same errors (a redraw's noise is drawn here, after
         # the inputs: from another generator state when they were drawn in the task's process)
         assert (sandboxed.max_abs_error, sandboxed.max_rel_error) == (trusted.max_abs_error, trusted.max_rel_error)
 
