@@ -371,15 +371,17 @@ class CandidateSide(TaskCommands):
             return {"ok": False, "error": "build", "message": str(exc), "log": exc.log}
         except Exception as exc:
             return {"ok": False, "error": "runtime", "message": f"ModelNew(*get_init_inputs()) raised {error_line(exc)}"}
-        return self.cmd_state(state)
+        return self.cmd_state(state, compare=True)
 
-    def cmd_state(self, state: dict[str, Any], descriptors: list[int] | None = None) -> dict[str, Any]:
+    def cmd_state(self, state: dict[str, Any], descriptors: list[int] | None = None, compare: bool = False) -> dict[str, Any]:
         """Load the reference's parameters and buffers (see :func:`~kernelgym.verifier.placement.transfer_state`), then move to the device.
 
         ``state`` holds tensors, or :class:`SharedTensor` places in the memfd whose descriptor (at most one)
         arrived with the command. The reply's ``unplaced`` names the reference tensors that found no place
         in ``ModelNew``, its ``unfilled`` the tensors of ``ModelNew`` that received none, its ``constant``
-        the entries of ``ModelNew.constant_weights`` (:func:`~kernelgym.verifier.placement.declared_constants`).
+        the entries of ``ModelNew.constant_weights`` (:func:`~kernelgym.verifier.placement.declared_constants`);
+        with ``compare`` (at construction), its ``differed`` the reference tensors whose value differed from what
+        ``ModelNew``'s own ``__init__`` had put there.
         """
         assert self.model is not None
         state = _mapped_state(state, descriptors)
@@ -389,15 +391,17 @@ class CandidateSide(TaskCommands):
             return {"ok": False, "error": "format", "message": str(exc)}
         except Exception as exc:
             return {"ok": False, "error": "runtime", "message": f"reading ModelNew.constant_weights raised {error_line(exc)}"}
+        differed: list[str] = []
         try:
-            unplaced, unfilled = transfer_state(self.model, state)
+            unplaced, unfilled = transfer_state(self.model, state, differed if compare else None)
         except Exception as exc:
             return {"ok": False, "error": "runtime", "message": f"loading the reference's weights into ModelNew raised {error_line(exc)}"}
         try:
             self.model.to(self.device)
         except Exception as exc:
             return {"ok": False, "error": "runtime", "message": f"ModelNew.to({self.device}) raised {error_line(exc)}"}
-        return {"ok": True, "state": self._state_changes(), "unplaced": unplaced, "unfilled": unfilled, "constant": constant}
+        return {"ok": True, "state": self._state_changes(), "unplaced": unplaced, "unfilled": unfilled, "constant": constant,
+                "differed": differed}
 
     def cmd_bind(self, inputs: list[Any], outputs: list[Any], descriptors: list[int] | None = None) -> dict[str, Any]:
         """Take the trusted side's input buffers and the buffers outputs are copied into on ``fetch``.

@@ -158,6 +158,7 @@ class Harness:
         self.unplaced_weights: list[str] = []
         self.constant_weights: list[str] = []
         self.unfilled_tensors: list[str] = []
+        self.own_weights_differ = False  # ModelNew's own __init__ made other weights than the reference's (its report)
         self.constant_names: set[str] = set()  # module constants a shape has set in the answer's program (see models)
         self.reference_builds = ReferenceBuilds()
         self.cpus = 1
@@ -363,6 +364,7 @@ class Harness:
         self.unplaced_weights = [name for name in floating if name in names and name not in self.constant_weights]
         unfilled = reply.get("unfilled")
         self.unfilled_tensors = [str(name) for name in unfilled] if isinstance(unfilled, list) else []
+        self.own_weights_differ = self.own_weights_differ or bool(reply.get("differed"))
         return reference
 
     def init_inputs_for(self, variant: dict[str, Any]) -> list[Any]:

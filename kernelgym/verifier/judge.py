@@ -292,16 +292,25 @@ _KERNELBENCH_MODES = ((True, False),)
 
 
 def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violation, ...]) -> tuple[Status, float | None, str] | None:
-    """The verdict under KernelBench's contract, where the strict one failed on a check KernelBench does not make.
+    """The verdict under KernelBench's contract, where the strict one failed on a check KernelBench does not make, or
+    passed with weights KernelBench would not have given the answer.
 
-    ``None`` where the two cannot differ: the answer is ``ok``, or failed before its check (it did not build, broke a
+    ``None`` where the two cannot differ: the answer is ``ok`` and its own ``__init__`` made the reference's weights
+    (copying them in changed nothing: the candidate's report), or failed before its check (it did not build, broke a
     rule, timed out), or failed the check with an error on the task's own shape. Otherwise the answer is checked again on the task's own
     shapes, with the weights ``ModelNew`` made at construction from the reference's seed (``seeded``), in KernelBench's mode (training mode, no gradients), and timed
     if it is right there; every hack defense stays on. Returns (status, speedup, what separates the verdicts).
     """
-    if status not in (Status.INCORRECT, Status.RUNTIME_ERROR) or not h.progress.compiled or h.job.build_only:
+    if not h.progress.compiled or h.job.build_only:
         return None
-    if violations and violations[0].rule == "wrong-output":  # the task's own shape, in eval mode: KernelBench's is training
+    if status is Status.OK:
+        if not h.own_weights_differ or h.config.weights == "seeded":
+            return None
+        differs_by = ("the reference's weights copied into `ModelNew` (its own `__init__` makes others from the same "
+                      "seed, and KernelBench keeps those)")
+    elif status not in (Status.INCORRECT, Status.RUNTIME_ERROR):
+        return None
+    elif violations and violations[0].rule == "wrong-output":  # the task's own shape, in eval mode: KernelBench's is training
         differs_by = "`wrong-output` in eval mode (KernelBench calls the model in training mode)"
     elif violations:
         differs_by = f"`{violations[0].rule}`"

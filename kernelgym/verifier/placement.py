@@ -40,8 +40,12 @@ def tensor_role(name: str) -> str | None:
     return roles.pop() if len(roles) == 1 else None
 
 
-def transfer_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> tuple[list[str], list[str]]:
+def transfer_state(model: torch.nn.Module, state: dict[str, torch.Tensor],
+                   differed: list[str] | None = None) -> tuple[list[str], list[str]]:
     """Copy the reference's ``state`` into ``model``; return what found no place, and what received nothing.
+
+    ``differed``, where given, gains the name of each tensor of ``state`` whose value differed from the one it
+    replaced: what ``model``'s own ``__init__`` made differs from the reference's there.
 
     A tensor goes to the one of the same name and shape. The rest go by shape and role: first, in
     ``state``'s order, each to the first tensor not yet filled of equal shape and dtype in ``model``'s
@@ -72,10 +76,16 @@ def transfer_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> tu
     """
     free = dict(model.state_dict())  # own tensors not yet filled, in registration order
     waiting: list[str] = []
+
+    def place(key: str, own: torch.Tensor, value: torch.Tensor) -> None:
+        if differed is not None and not _equal(own, value):
+            differed.append(key)
+        own.copy_(value)
+
     with torch.no_grad():
         for key, value in state.items():
             if key in free and free[key].shape == value.shape:
-                free.pop(key).copy_(value)
+                place(key, free.pop(key), value)
             else:
                 waiting.append(key)
         for same_role in (True, False):
@@ -87,11 +97,19 @@ def transfer_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> tu
                 if match is None:
                     unplaced.append(key)
                 else:
-                    free.pop(match).copy_(value)
+                    place(key, free.pop(match), value)
             waiting = unplaced
     held = [f"{prefix}{'.' if prefix else ''}{name}" for prefix, module in model.named_modules()
             for name, value in vars(module).items() if isinstance(value, torch.Tensor)]
     return waiting, [*free, *held]
+
+
+def _equal(own: torch.Tensor, value: torch.Tensor) -> bool:
+    """Whether ``own`` holds ``value`` already (on its own device and in its own dtype); unknown counts as no."""
+    try:
+        return own.dtype == value.dtype and bool(torch.equal(own, value.to(own.device)))
+    except Exception:  # a tensor subclass or a device that cannot compare: counted as differing
+        return False
 
 
 def declared_constants(model: torch.nn.Module) -> list[str]:

@@ -129,10 +129,12 @@ class EvalResult:
             :class:`~kernelgym.verifier.config.VerifierConfig`).
         judge_reason: for ``judge_error``, why the judge failed (for people and logs; kept out of ``feedback``).
         kernelbench_status: under the ``kernelbench`` preset, where the strict verdict was not ``ok`` for a reason
-            KernelBench's contract does not know (weights redrawn, shapes derived from the task, modes): the status
-            under that contract (weights fixed at construction, the task's own shapes, KernelBench's tolerances,
-            every hack defense on). ``None``: the same as ``status`` (read it through :attr:`kernelbench_verdict`).
-        kernelbench_speedup: the speedup measured under that contract, where its verdict is ``ok`` and ``status`` is not.
+            KernelBench's contract does not know (weights redrawn, shapes derived from the task, modes), or was ``ok``
+            with the reference's weights copied over other ones ``ModelNew``'s own ``__init__`` made: the status
+            under that contract (the weights ``ModelNew``'s own ``__init__`` makes from the task's seed, the task's
+            own shapes, KernelBench's tolerances, every hack defense on). ``None``: the same as ``status`` (read it
+            through :attr:`kernelbench_verdict`).
+        kernelbench_speedup: the speedup measured under that contract, where it was judged and its verdict is ``ok``.
         kernelbench_differs_by: the kernelgym-only check that separates the two verdicts (a rule id, or a sentence).
         own_kernel_share: for an ``ok`` answer on a device, the share of its forward's device time spent in kernels
             its own source defines (the rest is PyTorch's and its libraries'); below ``VerifierConfig.lazy_share``

@@ -159,6 +159,20 @@ def test_kernelbench_s_contract_keeps_the_weights_the_answer_s_own_init_made(cac
     assert fixed.status is Status.INCORRECT, fixed.feedback  # the reference's weights copied over the scaled ones
 
 
+def test_an_answer_right_only_with_the_reference_s_weights_copied_in_is_wrong_under_kernelbench_s_contract(
+        cache_dir: Path, cpu_suite) -> None:
+    fields, text = _sample("weights_drawn_in_another_order")
+    kernelbench_expected = re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1)
+    task = cpu_suite[fields["task"]]
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        result = verifier.evaluate(task, text)
+        same_order = verifier.evaluate(task, text.replace("torch.randn(out_features) * 0.0", "torch.zeros(out_features)"))
+    assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
+    assert "weights copied into `ModelNew`" in result.kernelbench_differs_by
+    # Its own __init__ drawing the reference's weights, the copy changes nothing: no second check, the verdicts agree.
+    assert same_order.status is Status.OK and same_order.kernelbench_status is None, same_order.feedback
+
+
 def test_an_answer_illegal_only_by_a_rule_kernelbench_lacks_is_judged_under_its_contract(cache_dir: Path, cpu_suite) -> None:
     fields, text = _sample("flags_set_at_import")
     kernelbench_expected = re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1)
