@@ -105,9 +105,10 @@ def transfer_state(model: torch.nn.Module, state: dict[str, torch.Tensor],
 
 
 def _equal(own: torch.Tensor, value: torch.Tensor) -> bool:
-    """Whether ``own`` holds ``value`` already (on its own device and in its own dtype); unknown counts as no."""
+    """Whether ``own`` holds ``value`` already (``value`` as the copy would put it: on ``own``'s device, in its dtype);
+    unknown counts as no."""
     try:
-        return own.dtype == value.dtype and bool(torch.equal(own, value.to(own.device)))
+        return bool(torch.equal(own, value.to(own.device, own.dtype)))
     except Exception:  # a tensor subclass or a device that cannot compare: counted as differing
         return False
 
