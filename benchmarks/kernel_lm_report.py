@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kernelgym.bench.metrics import Attempt, summarize
+
 GROUPS = {"full": "MirrorPop + BDR", "nomp": "no MirrorPop (tau 1e9)", "nobdr": "no BDR (mix ratio 0)"}
 
 
@@ -32,8 +34,8 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def evaluation(folder: Path) -> dict:
-    """Per-task statuses of a bench folder; pass@1 (mean over tasks of the share ok) and pass@k (any ok), on the
-    tasks with every sample judged."""
+    """Per-task statuses of a bench folder and its metrics (``kernelgym.bench.metrics.summarize``: pass@1, pass@k,
+    fast_1), on the tasks with every sample judged (a run cut short leaves some tasks part-judged)."""
     attempts = [a for a in read_jsonl(folder / "attempts.jsonl") if a.get("final", True)]
     by_task: dict[str, list[dict]] = collections.defaultdict(list)
     for a in attempts:
@@ -41,15 +43,12 @@ def evaluation(folder: Path) -> dict:
     k = max((len(v) for v in by_task.values()), default=0)
     done = {t: v for t, v in by_task.items() if len(v) == k}
     summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
-    planned = len(summary.get("task_ids", [])) or None
-    ok = {t: [a["status"] == "ok" for a in v] for t, v in done.items()}
-    fast = {t: [a["status"] == "ok" and (a.get("speedup_eager") or 0) > 1.0 for a in v] for t, v in done.items()}
+    metrics = summarize([Attempt.from_dict(a) for v in done.values() for a in v],
+                        {t: v[0]["level"] for t, v in done.items()}, k=max(k, 1), turns=1).first_turn
     return {
-        "tasks": len(done), "planned": planned, "k": k,
-        "pass_at_1": float(np.mean([np.mean(v) for v in ok.values()])) if ok else 0.0,
-        "pass_at_k": float(np.mean([any(v) for v in ok.values()])) if ok else 0.0,
-        "fast_1": float(np.mean([np.mean(v) for v in fast.values()])) if fast else 0.0,
-        "solved": sorted(t for t, v in ok.items() if any(v)),
+        "tasks": len(done), "planned": len(summary.get("task_ids", [])) or None, "k": k,
+        "pass_at_1": metrics.pass_at_1, "pass_at_k": metrics.pass_at_k, "fast_1": metrics.fast_p.get("fast_1", 0.0),
+        "solved": sorted(t for t, v in done.items() if any(a["status"] == "ok" for a in v)),
         "statuses": dict(collections.Counter(a["status"] for v in done.values() for a in v)),
         "per_task": {t: [a["status"] for a in v] for t, v in done.items()},
     }

@@ -15,9 +15,15 @@ import kernel_lm_report  # noqa: E402
 
 
 def _attempts(folder: Path, rows: list[tuple[str, str, float]]) -> None:
+    """An ``attempts.jsonl`` as ``kernelgym bench`` writes it (the fields the report reads), samples numbered per task."""
     folder.mkdir(parents=True)
-    (folder / "attempts.jsonl").write_text("".join(
-        json.dumps({"task_id": t, "status": s, "speedup_eager": sp, "final": True}) + "\n" for t, s, sp in rows))
+    samples: dict[str, int] = {}
+    lines = []
+    for task, status, speedup in rows:
+        sample = samples[task] = samples.get(task, -1) + 1
+        lines.append(json.dumps({"task_id": task, "level": 1, "sample": sample, "turn": 1, "final": True,
+                                 "status": status, "speedup_eager": speedup}) + "\n")
+    (folder / "attempts.jsonl").write_text("".join(lines))
 
 
 def test_pass_rates_count_only_tasks_with_every_sample_judged(tmp_path):
