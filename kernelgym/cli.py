@@ -28,6 +28,8 @@ from typing import NoReturn
 
 from kernelgym.errors import KernelGymError
 from kernelgym.executor.arguments import add_executor_arguments, executor_kwargs
+from kernelgym.verifier.config import WEIGHTS
+from kernelgym.verifier.presets import PRESETS
 
 __all__ = ["EXIT_CODES", "main"]
 
@@ -232,10 +234,10 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
                     "under the guards' watch and are not credited, so a verdict reports the others (15 of 20)")
     ev.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(Model)")
     ev.add_argument("--no-timing", action="store_true", help="skip the timing stage")
-    ev.add_argument("--rules", choices=("native", "kernelbench"), default="native",
+    ev.add_argument("--rules", choices=sorted(PRESETS), default="native",
                     help="rule preset: native (no PyTorch/ATen compute in ModelNew) or kernelbench (PyTorch ops allowed "
                     "as KernelBench allows them; every hack defense on) (default: native)")
-    ev.add_argument("--weights", choices=("redrawn", "fixed", "seeded"), default="redrawn",
+    ev.add_argument("--weights", choices=WEIGHTS, default="redrawn",
                     help="weights contract: redrawn (one trial redraws the weights: the answer must compute from its parameters), "
                     "fixed (the reference's weights copied in at construction, never changed) or seeded (KernelBench's: "
                     "ModelNew's own weights from the reference's seed, nothing copied) (default: redrawn)")
