@@ -3,6 +3,8 @@
     # one GPU, then two (the first N GPUs the process sees: CUDA_VISIBLE_DEVICES, else all)
     python benchmarks/rl_rate.py --devices 1 --phases cold,reuse,judge-once,fresh-seed --out runs/rl-rate-1gpu
     python benchmarks/rl_rate.py --devices 2 --phases cold,reuse,judge-once,fresh-seed --out runs/rl-rate-2gpu
+    # one GPU with four judges, each timing alone
+    python benchmarks/rl_rate.py --devices 1 --judges-per-device 4 --phases cold,reuse,fresh-seed --out runs/rl-rate-1gpu-4judges
     python benchmarks/rl_rate.py report --inputs runs/rl-rate-1gpu/results.jsonl runs/rl-rate-2gpu/results.jsonl --out runs/rl-rate
     # a CPU machine: Triton's interpreter checks the answers (no timing), a few answers only
     python benchmarks/rl_rate.py --n 3 --phases cold,reuse --out runs/rl-rate-cpu
@@ -39,12 +41,14 @@ one judge worker per device, judge ``i`` pinned to the i-th GPU that
 first N GPUs it sees; set ``CUDA_VISIBLE_DEVICES`` to choose which. Without
 ``--devices`` the executor's default holds: one judge per visible GPU, or on a
 machine without a GPU up to four workers running Triton's interpreter.
+``--judges-per-device K`` starts K judges per device (``LocalExecutor(judges_per_device=K)``):
+they check side by side and each times alone, holding its device's lock.
 
 Output in ``--out``: ``results.jsonl`` (appended to: a ``call`` line with the
 machine, one line per answer as its verdict arrives, a ``totals`` line per
-phase), ``summary.json`` and ``summary.md`` (answers per minute per phase and
-device count, the steady rate after the first verdict, stage medians, and the
-rate on N devices over the rate on one). ``--deadline-s`` stops submitting and
+phase), ``summary.json`` and ``summary.md`` (answers per minute per phase,
+device count and judges per device, the steady rate after the first verdict, stage
+medians, and the rate on N devices over the rate on one with as many judges per device). ``--deadline-s`` stops submitting and
 waiting after that many seconds of the call (the rest is ``not_run``).
 ``report --inputs a/results.jsonl b/results.jsonl --out DIR`` merges calls
 (a one-GPU and a two-GPU call) into one summary.
@@ -253,29 +257,33 @@ def _median(values: Iterable[float]) -> float | None:
 
 
 def summarize(records: Sequence[dict[str, Any]], totals: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Rates per phase and device count (calls of the same kind pooled: verdicts over walls), stage medians, and the
-    rate on N devices over the rate on one, per phase.
+    """Rates per phase, device count and judges per device (calls of the same kind pooled: verdicts over walls), stage
+    medians, and the rate on N devices over the rate on one with as many judges per device, per phase. Lines without
+    ``judges_per_device`` (older calls) had one.
 
     Example:
         >>> totals = [{"phase": "cold", "devices": d, "judged": 60, "wall_s": w, "workers": d, "statuses": {"ok": 60}}
         ...           for d, w in ((1, 60.0), (2, 30.0))]
         >>> s = summarize([], totals)
         >>> [(r["devices"], r["answers_per_min"]) for r in s["rows"]], s["scaling"]
-        ([(1, 60.0), (2, 120.0)], [{'phase': 'cold', 'devices': 2, 'ratio': 2.0, 'meets': True}])
+        ([(1, 60.0), (2, 120.0)], [{'phase': 'cold', 'devices': 2, 'judges_per_device': 1, 'ratio': 2.0, 'meets': True}])
     """
     totals = [t for t in totals if "judged" in t]  # a phase that failed has an error instead
     order = {phase: index for index, phase in enumerate(PHASES)}
     rows = []
-    for phase, devices in sorted({(t["phase"], t["devices"]) for t in totals}, key=lambda k: (order.get(k[0], 99), k[1])):
-        group = [t for t in totals if (t["phase"], t["devices"]) == (phase, devices)]
+    kinds = {(t["phase"], t["devices"], t.get("judges_per_device", 1)) for t in totals}
+    for phase, devices, judges in sorted(kinds, key=lambda k: (order.get(k[0], 99), k[1], k[2])):
+        group = [t for t in totals if (t["phase"], t["devices"], t.get("judges_per_device", 1)) == (phase, devices, judges)]
         judged, wall = sum(t["judged"] for t in group), sum(t["wall_s"] for t in group)
-        mine = [r for r in records if r["phase"] == phase and r.get("devices") == devices and r["status"] != "not_run"]
+        mine = [r for r in records if r["phase"] == phase and r.get("devices") == devices
+                and r.get("judges_per_device", 1) == judges and r["status"] != "not_run"]
         statuses: Counter[str] = Counter()
         for t in group:
             statuses.update(t["statuses"])
         rate = round(60.0 * judged / wall, 2) if wall else None
         rows.append({
-            "phase": phase, "devices": devices, "workers": group[-1]["workers"], "calls": len(group), "judged": judged,
+            "phase": phase, "devices": devices, "judges_per_device": judges, "workers": group[-1]["workers"], "calls": len(group),
+            "judged": judged,
             "wall_s": round(wall, 3), "answers_per_min": rate, "steady_per_min": _median(t["steady_per_min"] for t in group if t.get("steady_per_min")),
             "first_verdict_s": _median(t["first_verdict_s"] for t in group if t.get("first_verdict_s") is not None),
             "statuses": dict(statuses), "cache_hits": sum(t.get("cache_hits", 0) for t in group),
@@ -286,14 +294,14 @@ def summarize(records: Sequence[dict[str, Any]], totals: Sequence[dict[str, Any]
                                for stage in ("build", "check", "time")},
             "meets_target": rate >= TARGET_PER_MIN if rate is not None and devices == 1 else None,
         })
-    by_key = {(r["phase"], r["devices"]): r for r in rows}
+    by_key = {(r["phase"], r["devices"], r["judges_per_device"]): r for r in rows}
     scaling = []
     for row in rows:
-        one = by_key.get((row["phase"], 1))
+        one = by_key.get((row["phase"], 1, row["judges_per_device"]))
         if row["devices"] > 1 and one and one["answers_per_min"] and row["answers_per_min"]:
             ratio = round(row["answers_per_min"] / one["answers_per_min"], 3)
-            scaling.append({"phase": row["phase"], "devices": row["devices"], "ratio": ratio,
-                            "meets": ratio >= TARGET_SCALING if row["devices"] == 2 else None})
+            scaling.append({"phase": row["phase"], "devices": row["devices"], "judges_per_device": row["judges_per_device"],
+                            "ratio": ratio, "meets": ratio >= TARGET_SCALING if row["devices"] == 2 else None})
     return {"rows": rows, "scaling": scaling}
 
 
@@ -308,21 +316,22 @@ def _cell(value: Any) -> str:
 
 
 def render_markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
-    """``summary.md``: the machine, the table phase x devices x answers per minute, the scaling ratios."""
+    """``summary.md``: the machine, the table phase x devices x judges per device x answers per minute, the scaling ratios."""
     lines = ["# Judge rate on small generated Triton answers", "",
              ", ".join(f"{k}: {v}" for k, v in meta.items() if k != "inputs"), "",
              f"Targets: {TARGET_PER_MIN:.0f} answers per minute on one GPU, {TARGET_SCALING}x that on two. "
              "Devices 0: no GPU pinned (the executor's default workers; on a CPU machine Triton's interpreter).", "",
-             "| phase | devices | workers | calls | judged | wall s | answers/min | steady/min | first verdict s | "
+             "| phase | devices | judges/device | workers | calls | judged | wall s | answers/min | steady/min | first verdict s | "
              "median answer s | median stage s | statuses | cache hits | reused | cache | meets 60/min |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | --- | --- |"]
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | --- | --- |"]
     for row in summary["rows"]:
         lines.append("| " + " | ".join(_cell(row[k]) for k in (
-            "phase", "devices", "workers", "calls", "judged", "wall_s", "answers_per_min", "steady_per_min", "first_verdict_s",
+            "phase", "devices", "judges_per_device", "workers", "calls", "judged", "wall_s", "answers_per_min", "steady_per_min", "first_verdict_s",
             "median_answer_s", "median_stage_s", "statuses", "cache_hits", "reused", "cache_state", "meets_target")) + " |")
     if summary["scaling"]:
-        lines += ["", "| phase | devices | rate / one device's | meets 1.8x |", "| --- | ---: | ---: | --- |"]
-        lines += [f"| {s['phase']} | {s['devices']} | {s['ratio']:.2f}x | {_cell(s['meets'])} |" for s in summary["scaling"]]
+        lines += ["", "| phase | devices | judges/device | rate / one device's | meets 1.8x |", "| --- | ---: | ---: | ---: | --- |"]
+        lines += [f"| {s['phase']} | {s['devices']} | {s['judges_per_device']} | {s['ratio']:.2f}x | {_cell(s['meets'])} |"
+                  for s in summary["scaling"]]
     return "\n".join(lines) + "\n"
 
 
@@ -354,7 +363,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--devices", type=int, default=None,
                         help="judge on the first N GPUs this process sees (CUDA_VISIBLE_DEVICES), one judge each "
                              "(default: every visible GPU; none on a CPU machine)")
-    parser.add_argument("--workers", type=int, default=None, help="judge workers (default: one per device)")
+    parser.add_argument("--judges-per-device", type=int, default=1, metavar="K",
+                        help="judges per device, checking side by side and each timing alone (default: 1)")
+    parser.add_argument("--workers", type=int, default=None, help="judge workers (default: --judges-per-device per device)")
     parser.add_argument("--cache-dir", default="", help="kernelgym's build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
     parser.add_argument("--deadline-s", type=float, default=0.0,
                         help="after this many seconds of the call submit nothing and wait for no verdict (0: none)")
@@ -395,7 +406,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     device_ids = pinned_devices(args.devices, args.backend)
     devices = len(device_ids)
-    call = f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%S}-{devices}dev"
+    judges = args.judges_per_device
+    call = f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%S}-{devices}dev" + (f"-{judges}judges" if judges > 1 else "")
     meta = {**kbs.machine_meta(args.commit), "rules": args.rules, "backend": args.backend,
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "out")}
@@ -404,10 +416,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     note = recorder.note
 
     def on_record(record: dict[str, Any]) -> None:
-        recorder.add({**record, "devices": devices})
+        recorder.add({**record, "devices": devices, "judges_per_device": judges})
 
-    note("call", meta=meta, flags=flags, devices=devices, device_ids=device_ids)
-    kbs.log(f"{call}: {args.n} answers per phase, phases {', '.join(args.phases)}, devices {device_ids or 'default'}, cache {cache}")
+    note("call", meta=meta, flags=flags, devices=devices, device_ids=device_ids, judges_per_device=judges)
+    kbs.log(f"{call}: {args.n} answers per phase, phases {', '.join(args.phases)}, devices {device_ids or 'default'}, "
+            f"{judges} judges per device, cache {cache}")
     verifier = None
     try:
         for phase in args.phases:
@@ -418,11 +431,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     verifier.close()
                 options = {"devices": args.devices} if args.devices else {}
                 verifier = Verifier(backend=args.backend, config=VerifierConfig(rules=args.rules), num_workers=args.workers,
-                                    cache_dir=cache, **options)
+                                    cache_dir=cache, judges_per_device=judges, **options)
             try:
                 done = run_phase(phase, verifier, args, deadline, on_record)
                 totals = phase_totals(done, devices, device_ids, getattr(verifier.executor, "num_workers", None), cache_state=state,
-                                      verifier="warm" if warm else "new")
+                                      verifier="warm" if warm else "new", judges_per_device=judges)
             except Exception:  # a broken phase is reported; the next phase still runs
                 kbs.log(f"{phase}: phase failed:\n{traceback.format_exc()}")
                 totals = {"phase": phase, "error": traceback.format_exc()[-1500:]}

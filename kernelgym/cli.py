@@ -258,6 +258,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     backends = [b.strip() for b in args.backend.split(",") if b.strip()]
     options = {"ray_address": args.ray_address} if args.executor == "ray" and args.ray_address else {}
+    if args.judges_per_device is not None:
+        options["judges_per_device"] = args.judges_per_device
     token = args.token or os.environ.get(TOKEN_ENV) or None
     check_exposure(args.host, token)  # before any worker starts
     service = JudgeService(backends, executor=args.executor, num_workers=args.workers, cache_dir=args.cache_dir,
@@ -291,6 +293,8 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                        help="local workers, or the Ray pool of a cluster (default: local)")
     serve.add_argument("--ray-address", default=None, help="Ray cluster address for --executor ray (default: $RAY_ADDRESS or a local Ray)")
     serve.add_argument("--workers", type=int, default=None, help="judge workers per backend (default: the executor's)")
+    serve.add_argument("--judges-per-device", type=int, default=None, metavar="K",
+                       help="local executor: K judges per GPU, checking side by side and each timing alone (default: 1)")
     serve.add_argument("--cache-dir", default=None, help="build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
     serve.add_argument("--queue-size", type=int, default=64,
                        help="answers that may wait beyond those being judged; more get HTTP 429 (default: 64)")

@@ -108,7 +108,8 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
     """The :class:`BenchConfig` fields that every judging command's options set alike (run folder, backend, executor)."""
     return {
         "resume": args.resume, "overwrite": args.overwrite, "backend": args.backend, "executor": executor_name(args),
-        "ray_address": args.ray_address, "server": args.server, "num_workers": args.workers, "cache_dir": args.cache_dir,
+        "ray_address": args.ray_address, "server": args.server, "num_workers": args.workers,
+        "judges_per_device": args.judges_per_device, "cache_dir": args.cache_dir,
         "batch_size": args.batch_size, "plots": not args.no_plots,
     }
 

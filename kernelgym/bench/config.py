@@ -42,6 +42,7 @@ class BenchConfig:
         ray_address: Ray cluster to join with ``executor="ray"`` (``None``: ``$RAY_ADDRESS`` or a local Ray).
         server: URL of a ``kernelgym serve`` judge for ``executor="remote"`` (``None``: ``$KERNELGYM_SERVER``).
         num_workers: verifier worker processes (``None``: the executor's default).
+        judges_per_device: the local executor's judges per GPU, each timing alone (``None``: its default, one).
         cache_dir: build cache (``None``: ``$KERNELGYM_CACHE`` or ``~/.cache/kernelgym``).
         verifier: the judge's settings; its ``faster_threshold`` (1.1) defines "faster".
         success_speedup: an episode ends early at a correct answer at least this fast (0: any correct one).
@@ -69,6 +70,7 @@ class BenchConfig:
     ray_address: str | None = None
     server: str | None = None
     num_workers: int | None = None
+    judges_per_device: int | None = None
     cache_dir: str | None = None
     verifier: VerifierConfig = field(default_factory=VerifierConfig)
     success_speedup: float = 1.0
@@ -80,12 +82,16 @@ class BenchConfig:
     progress: bool = True
 
     def executor_options(self) -> dict[str, Any]:
-        """The options of the chosen executor that this config sets (``ray_address`` or the server's ``url``)."""
+        """The options of the chosen executor that this config sets (``ray_address`` or the server's ``url``, and
+        ``judges_per_device``)."""
+        options: dict[str, Any] = {}
         if self.executor == "ray" and self.ray_address:
-            return {"ray_address": self.ray_address}
+            options["ray_address"] = self.ray_address
         if self.executor == "remote" and self.server:
-            return {"url": self.server}
-        return {}
+            options["url"] = self.server
+        if self.judges_per_device is not None:
+            options["judges_per_device"] = self.judges_per_device
+        return options
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.turns < 1 or self.batch_size < 1:

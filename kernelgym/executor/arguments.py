@@ -1,7 +1,8 @@
 """The command-line options that choose an executor, shared by every ``kernelgym`` command that judges.
 
 Holds:
-    add_executor_arguments: add ``--executor``, ``--ray-address``, ``--server``, ``--workers``, ``--cache-dir``.
+    add_executor_arguments: add ``--executor``, ``--ray-address``, ``--server``, ``--workers``, ``--judges-per-device``,
+        ``--cache-dir``.
     executor_kwargs: the Verifier keyword arguments those options stand for.
     executor_name: the executor those options choose.
 """
@@ -33,18 +34,23 @@ def add_executor_arguments(parser: argparse.ArgumentParser | argparse._ArgumentG
                         help="judge on a `kernelgym serve` server (implies --executor remote; its token from "
                         "$KERNELGYM_SERVE_TOKEN)")
     parser.add_argument("--workers", type=int, default=None, help="parallel judge workers (default: the executor's)")
+    parser.add_argument("--judges-per-device", type=int, default=None, metavar="K",
+                        help="local executor: K judges per GPU, checking side by side and each timing alone (default: 1)")
     parser.add_argument("--cache-dir", default=None, help="build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
 
 
 def executor_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """Verifier keyword arguments (``executor``, ``num_workers``, ``cache_dir``, ``ray_address``, ``url``) for parsed options.
+    """Verifier keyword arguments (``executor``, ``num_workers``, ``cache_dir``, ``ray_address``, ``url``,
+    ``judges_per_device``) for parsed options.
 
-    ``ray_address`` is passed only to the Ray executor, and only when given; ``--server`` chooses the
-    remote executor and gives it its ``url``.
+    ``ray_address`` is passed only to the Ray executor, and only when given; ``judges_per_device`` only when given
+    (the local executor's option); ``--server`` chooses the remote executor and gives it its ``url``.
     """
     kwargs: dict[str, Any] = {"executor": executor_name(args), "num_workers": args.workers, "cache_dir": args.cache_dir}
     if args.executor == "ray" and args.ray_address:
         kwargs["ray_address"] = args.ray_address
+    if args.judges_per_device is not None:
+        kwargs["judges_per_device"] = args.judges_per_device
     if args.server:
         kwargs["url"] = args.server
     return kwargs

@@ -5,6 +5,7 @@ Holds:
         wall-clock deadlines; killed with its whole session on timeout or crash.
     failure_result: the result of a job whose worker failed (also used by the Ray pool).
     LocalExecutor: runs many jobs in parallel over a pool of workers; keeps the build cache under its size cap.
+    device_lock_path: the lock file the judges of one device share.
     default_cache_dir: re-exported from ``kernelgym.backends.cache``.
 """
 
@@ -30,6 +31,9 @@ from pathlib import Path
 
 from kernelgym.backends import get_backend
 from kernelgym.backends.cache import BuildCache, default_cache_dir
+from kernelgym.backends.locks import DEVICE_LOCK_ENV
+from kernelgym.backends.store import judge_dir
+from kernelgym.errors import KernelGymError
 from kernelgym.executor.registry import PoolSettings, register_executor
 from kernelgym.executor.sandbox import SandboxPolicy, kill_session, scrubbed_environment
 from kernelgym.verifier.channel import BuildsDeferred
@@ -37,8 +41,8 @@ from kernelgym.verifier.feedback import conclude, contract_of_rejected
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status
 
-__all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "failure_result", "remove_orphaned_work_dirs", "with_build",
-           "default_build_workers"]
+__all__ = ["WorkerHandle", "LocalExecutor", "default_cache_dir", "device_lock_path", "failure_result", "remove_orphaned_work_dirs",
+           "with_build", "default_build_workers"]
 
 _STARTUP_SECONDS = 900.0  # importing torch and, once per machine, building the precompiled header
 _WORKER_MARGIN_SECONDS = 60.0
@@ -308,14 +312,17 @@ class LocalExecutor:
     default is one judge worker per visible GPU, each pinned to its own GPU, and
     a pipeline: build workers without a GPU compile answers ahead on the other
     CPU cores while the judge workers check and time whatever is built, so no
-    GPU waits on a compiler and timing never shares a GPU. The build cache is
+    GPU waits on a compiler and timing never shares a GPU. Judges that share a
+    device (``judges_per_device`` above 1, or more ``num_workers`` than devices)
+    share its lock (:func:`~kernelgym.backends.locks.device_lock`): they check
+    side by side, and each times alone. The build cache is
     trimmed to its size cap (``cache_max_gb``, else ``$KERNELGYM_CACHE_MAX_GB``, else
     5 GB; least recently used builds first, never one in use) when the executor
     starts and when it closes.
 
     Args:
-        settings: backend, judge workers (default: one per visible GPU, else up to four), cache and
-            worker limits.
+        settings: backend, judge workers (default: ``judges_per_device`` per visible GPU, else up to four), cache
+            and worker limits.
         build_workers: build-ahead workers (default: :func:`default_build_workers` on a GPU backend that
             supports building without a GPU; 0 elsewhere).
         cache_max_gb: the build cache's size cap.
@@ -327,6 +334,11 @@ class LocalExecutor:
             which imports the device library; a Ray actor, whose devices Ray assigned, passes them and starts
             its worker without that import).
         builds_only: every worker only builds (a Ray build actor's): see ``SandboxPolicy.builds_only``.
+        judges_per_device: judges pinned to each device by default (judge ``i`` to device ``i % devices``). While one
+            times (or profiles its kernels' device time) on a device, no other judge there checks or times.
+
+    Raises:
+        KernelGymError: ``judges_per_device`` is below 1.
 
     Example:
         >>> ex = LocalExecutor(PoolSettings(backend="cpp", num_workers=1))
@@ -335,7 +347,9 @@ class LocalExecutor:
 
     def __init__(self, settings: PoolSettings | None = None, build_workers: int | None = None,
                  cache_max_gb: float | None = None, first_cpu: int = 0, worker_cpus: int = 1,
-                 devices: int | None = None, builds_only: bool = False) -> None:
+                 devices: int | None = None, builds_only: bool = False, judges_per_device: int = 1) -> None:
+        if judges_per_device < 1:
+            raise KernelGymError(f"judges_per_device must be at least 1, not {judges_per_device}")
         settings = settings or PoolSettings()
         self.backend = backend = settings.backend
         self.cache_dir = Path(settings.cache_dir) if settings.cache_dir is not None else default_cache_dir()
@@ -344,7 +358,7 @@ class LocalExecutor:
         self.build_cache.enforce_cap()
         backend_obj = get_backend(backend)
         devices = backend_obj.device_count() if devices is None else devices
-        self.num_workers = settings.num_workers or devices or max(1, min(4, os.cpu_count() or 1))
+        self.num_workers = settings.num_workers or devices * judges_per_device or max(1, min(4, os.cpu_count() or 1))
         # A worker with a device has no address-space limit (a device runtime reserves terabytes); asked of a Triton
         # backend told its devices, that would import torch to find a GPU it was given.
         limit_ok = backend_obj.device_type == "cpu" if devices else backend_obj.address_space_limit_ok
@@ -353,9 +367,11 @@ class LocalExecutor:
             threads=settings.threads_per_worker,
             builds_only=builds_only,
         )
+        shared = self.num_workers > devices > 0  # judges share a device: each holds its lock (judges_per_device)
         judges = [
             WorkerHandle(backend, self.cache_dir, replace(self.policy, cpu=first_cpu + i, cpu_count=worker_cpus),
-                         i % devices if devices else None)
+                         i % devices if devices else None,
+                         {DEVICE_LOCK_ENV: str(device_lock_path(self.cache_dir, i % devices))} if shared else None)
             for i in range(self.num_workers)
         ]
         self._judges = _WorkerPool(judges, "kernelgym-judge")
@@ -445,6 +461,16 @@ class LocalExecutor:
             self._builders.close()
         self._judges.close()
         self.build_cache.enforce_cap()
+
+
+def device_lock_path(cache_dir: Path, device_index: int) -> Path:
+    """The lock the judges pinned to device ``device_index`` share, in the judge's own directory beside ``cache_dir``.
+
+    Example:
+        >>> device_lock_path(Path("/cache/kernelgym"), 1).as_posix()
+        '/cache/kernelgym.trusted/devices/device-1.lock'
+    """
+    return judge_dir(cache_dir) / "devices" / f"device-{device_index}.lock"
 
 
 def default_build_workers(judges: int) -> int:

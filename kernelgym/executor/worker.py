@@ -67,11 +67,14 @@ def main(argv: list[str]) -> int:
     mine, startup = _cpus(policy)
     # The candidate factory first: it imports torch and loads the observer in its own process while this
     # one imports torch (each import takes seconds; one after the other, they were most of a worker's start).
+    from kernelgym.backends.locks import DEVICE_LOCK_ENV
     from kernelgym.executor.candidate import CandidateFactory, CandidateProcess
 
     candidates = work_dir / "candidates"
     candidates.mkdir()
-    factory = CandidateFactory(backend_name, cache_dir, policy, dict(os.environ), candidates)
+    # Candidates get this worker's environment, less where its device's lock is: that lock is the judge's alone.
+    factory = CandidateFactory(backend_name, cache_dir, policy, {k: v for k, v in os.environ.items() if k != DEVICE_LOCK_ENV},
+                               candidates)
     # And the first build sandbox, where builds target a device: it imports the loader meanwhile too.
     from kernelgym.backends import get_backend
     from kernelgym.executor.builder import SandboxedCompile

@@ -170,7 +170,7 @@ def call_signature(values: list[Any]) -> tuple:
     return tuple((tuple(v.shape), v.dtype, v.device) if isinstance(v, torch.Tensor) else type(v).__name__ for v in values)
 
 
-def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracker: KernelTracker, training: bool, grad: bool,
+def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracker: KernelTracker, training: bool | None, grad: bool,
              observer: Any = None, python_guard: bool = True, take: list[Any] | None = None,
              poison: bool = True, release: list[Any] | None = None, flush: bool = True) -> tuple[list[Any], dict[str, Any]]:
     """One forward as every call is made: poison memory, flush caches, guard, time, settle, take the outputs.
@@ -206,7 +206,8 @@ def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracke
     Raises:
         NotPlainOutput: the forward returned something :func:`plain_leaves` refuses.
     """
-    set_mode(model, training)
+    if training is not None:  # None: the modes the model's modules hold (KernelBench's contract calls no train())
+        set_mode(model, training)
     guard = AtenGuard() if python_guard else None
     timer = backend.call_timer()
     if observer is not None:
@@ -415,7 +416,7 @@ class CandidateSide(TaskCommands):
         self.held, self.kept = [*self.held, *self.kept], []
         return {"ok": True}
 
-    def cmd_call(self, training: bool, grad: bool, python_guard: bool = True) -> dict[str, Any]:
+    def cmd_call(self, training: bool | None, grad: bool, python_guard: bool = True) -> dict[str, Any]:
         """One forward, always the same way (see :func:`run_call`); its outputs are taken into the judge's buffers at return.
 
         ``python_guard=False`` is honoured only where the native observer watches the call.
@@ -438,7 +439,7 @@ class CandidateSide(TaskCommands):
         reply["state"] = self._state_changes()
         return reply
 
-    def _made_call(self, model: torch.nn.Module, tracker: KernelTracker, training: bool, grad: bool,
+    def _made_call(self, model: torch.nn.Module, tracker: KernelTracker, training: bool | None, grad: bool,
                    python_guard: bool, release: list[Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
         """:func:`run_call` on the working inputs, whatever ``forward`` did to them copied back where the judge looks."""
         inputs = self._working_inputs()
@@ -471,7 +472,7 @@ class CandidateSide(TaskCommands):
             return self.inputs
         return self.working
 
-    def cmd_probe(self, training: bool, grad: bool) -> dict[str, Any]:
+    def cmd_probe(self, training: bool | None, grad: bool) -> dict[str, Any]:
         """A call made exactly as :meth:`cmd_call` makes one, of a judge's module that only allocates the outputs.
 
         The judge measures it from outside to know what the harness costs around a forward in this process,

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from kernelgym.backends import Backend, BuildRecord
+from kernelgym.backends.locks import device_lock, given_device_lock
 from kernelgym.backends.native import beyond_floor, floor_stores, trim_compiler_log
 from kernelgym.backends.store import ExtensionStore
 from kernelgym.backends.symbols import describe_findings, forbidden_symbols
@@ -36,11 +37,14 @@ from kernelgym.verifier.compare import (
     checksum,
     compare_outputs,
     flatten_outputs,
+    leaf_meta,
     leaf_mismatch,
     same_bytes,
 )
 from kernelgym.verifier.guard import compute_ops
 from kernelgym.verifier.job import JudgeJob
+from kernelgym.verifier.kernel_share import profiles
+from kernelgym.verifier.kernelbench_numerics import allclose_mismatch
 from kernelgym.verifier.mapped_code import RUNTIME_FILES, Places, installed
 from kernelgym.verifier.placement import covered_names
 from kernelgym.verifier.presets import contract_preset, get_preset, tolerances
@@ -166,6 +170,7 @@ class Harness:
         self.idle_cpu_ms: list[float] = []
         self.pending_ms: list[float] = []
         self.stage_built = 0.0  # seconds the running stage spent waiting on builds (not charged to it)
+        self.device_lock = given_device_lock()  # where judges share this device: every stage but the build holds it
         # What the check stage was checking last: a shape variant (None: the task's own) and a (training, grad) mode.
         self.checking: tuple[dict[str, Any] | None, tuple[bool, bool] | None] = (None, None)
 
@@ -173,14 +178,19 @@ class Harness:
 
     @contextlib.contextmanager
     def stage(self, name: str, budget: float) -> Iterator[None]:
+        """A stage of ``budget`` seconds. Where judges share the device, checks hold its lock shared and timed calls alone (the
+        time stage; a check that :func:`~.kernel_share.profiles`): the wait counts in the stage's seconds, not its budget."""
         start = perf_counter()
         self.stage_name = name
         self.stage_built = 0.0
-        self.set_budget(budget, start)
-        try:
-            yield
-        finally:
-            self.progress.seconds[name] = self.progress.seconds.get(name, 0.0) + perf_counter() - start
+        with contextlib.ExitStack() as held:
+            if self.device_lock is not None and name != "build":
+                held.enter_context(device_lock(self.device_lock, name == "time" or profiles(self), lambda: self.on_stage(name, budget)))
+            self.set_budget(budget, start if self.device_lock is None else perf_counter())
+            try:
+                yield
+            finally:
+                self.progress.seconds[name] = self.progress.seconds.get(name, 0.0) + perf_counter() - start
 
     def set_budget(self, budget: float, start: float | None = None) -> None:
         """(Re)set the running stage's budget, counted from its start, plus the time its builds took."""
@@ -442,9 +452,10 @@ class Harness:
         self.send_state(reference)
         return True
 
-    def reference_call(self, reference: torch.nn.Module, inputs: list[Any], training: bool, grad: bool) -> Any:
+    def reference_call(self, reference: torch.nn.Module, inputs: list[Any], training: bool | None, grad: bool) -> Any:
         """The expected output (on a copy of the inputs, which the reference may mutate); its cost is recorded."""
-        reference.train(training)
+        if training is not None:  # None: as built (KernelBench's contract calls neither train() nor eval())
+            reference.train(training)
         start = perf_counter()
         with torch.set_grad_enabled(grad):
             expected = reference(*clone_values(inputs))
@@ -470,7 +481,7 @@ class Harness:
         (:meth:`~kernelgym.verifier.candidate_side.CandidateSide.cmd_reuse`), as the reference's twin does."""
         require_ok(self.ask("reuse"))
 
-    def call(self, inputs: list[Any], training: bool, grad: bool, python_guard: bool = True) -> tuple[dict[str, Any], float]:
+    def call(self, inputs: list[Any], training: bool | None, grad: bool, python_guard: bool = True) -> tuple[dict[str, Any], float]:
         """One candidate call on ``inputs`` (copied into the shared buffers); returns its reply and the judge's own ms.
 
         The judge's own measure (:meth:`measured`) is the wall time of the request on a device and, on a
@@ -567,8 +578,14 @@ class Harness:
             time.sleep(0.001)
 
     def compare(self, expected: Any, got: list[Any]) -> Comparison:
+        """kernelgym's comparison of ``got`` with ``expected`` (:func:`compare_outputs`), and under KernelBench's
+        numbers (:attr:`JudgeJob.kernelbench_numerics`) KernelBench's ``torch.allclose`` after its structure check."""
         atol, rtol = tolerances(self.job)
         result = compare_outputs(flatten_outputs(expected), got, [], atol, rtol, self.config.low_precision_tol)
+        if self.job.kernelbench_numerics and (result.mismatch is None or result.mismatch.rule == "wrong-output"):
+            structure = leaf_mismatch(flatten_outputs(expected), [leaf_meta(new, set()) for new in got])
+            mismatch = structure or allclose_mismatch(expected, got, atol, rtol)
+            result = Comparison(mismatch, result.max_abs_error, result.max_rel_error)
         self.progress.max_abs = max(self.progress.max_abs, result.max_abs_error)
         self.progress.max_rel = max(self.progress.max_rel, result.max_rel_error)
         return result

@@ -39,6 +39,8 @@ class JudgeJob:
         strict_rejection: the static stages' ``illegal`` verdict of an answer that broke only rules KernelBench's
             contract does not have (``kernelbench`` preset): the worker judges it under that contract, without
             them, and returns this verdict with the contract's (``kernelbench_status``).
+        kernelbench_numerics: checked with KernelBench's own seeds, inputs and comparison
+            (:mod:`~kernelgym.verifier.kernelbench_numerics`): the check of KernelBench's contract.
     """
 
     task: Task
@@ -52,3 +54,4 @@ class JudgeJob:
     defer_builds: bool = False
     prebuild: tuple[dict[str, Any], ...] = ()
     strict_rejection: EvalResult | None = None
+    kernelbench_numerics: bool = False

@@ -39,6 +39,7 @@ from kernelgym.verifier.harness import (
 )
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.kernel_share import profile_kernels
+from kernelgym.verifier.kernelbench_numerics import KERNELBENCH_TRIALS, kernelbench_inputs, kernelbench_seeds, reseed
 from kernelgym.verifier.presets import contract_preset
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status, Violation
 from kernelgym.verifier.rules import runtime
@@ -139,6 +140,18 @@ def _weights_rule(h: Harness, inputs: list[Any]) -> str:
     return "weights-cached" if drawn else "initial-weights-assumed"
 
 
+def _draw(h: Harness, seed: int) -> list[Any]:
+    """A trial's inputs: drawn on the device from ``seed``, or as KernelBench draws them (its contract's check)."""
+    return (kernelbench_inputs if h.job.kernelbench_numerics else draw_inputs)(h.reference, seed, h.device)
+
+
+def contract_job(job: JudgeJob) -> JudgeJob:
+    """``job`` as KernelBench's contract judges it: the weights ``ModelNew``'s own ``__init__`` makes from the models'
+    seed (``seeded``), the task's own shapes, and KernelBench's seeds, trials, inputs and comparison."""
+    config = replace(job.config, weights="seeded", check_variants=False, trials=KERNELBENCH_TRIALS)
+    return replace(job, config=config, seeds=kernelbench_seeds(KERNELBENCH_TRIALS), kernelbench_numerics=True)
+
+
 def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> None:
     job, config = h.job, h.config
     assert h.reference is not None
@@ -162,7 +175,7 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
             if not reused:
                 reference = None  # a build that fails leaves nothing to reuse (h.init_inputs already names this variant)
                 reference = h.models({**base, **variant})
-            probe = draw_inputs(h.reference, job.seeds[1], h.device) if not declared else None
+            probe = _draw(h, job.seeds[1]) if not declared else None
             if probe is not None:
                 try:
                     h.reference_call(reference, probe, False, False)
@@ -188,7 +201,9 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
             h.checking = (variant if index else None, (training, grad))
             redrawn_trial = index == 0 and trial == _REDRAW_TRIAL and h.redraw_weights(reference)
             seed = job.seeds[1 + trial]
-            inputs = draw_inputs(h.reference, seed, h.device)
+            inputs = _draw(h, seed)
+            if job.kernelbench_numerics:  # KernelBench seeds again between drawing the inputs and the calls
+                reseed(seed)
             expected = h.reference_call(reference, inputs, training, grad)
             if not budget_set:  # the first reference call sets what the stage may cost
                 calls = 4 * config.trials * len(shapes)
@@ -200,7 +215,7 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
             if mismatch is None:
                 mismatch = h.compare(expected, got).mismatch
             if mismatch is not None:
-                where = f"trial {trial + 1} (seed {seed}, {'train' if training else 'eval'} mode, grad {'on' if grad else 'off'})"
+                where = f"trial {trial + 1} (seed {seed}, {_mode(training)}, grad {'on' if grad else 'off'})"
                 if index:
                     where += f", shape variant {variant}"
                 if redrawn_trial:
@@ -231,7 +246,7 @@ def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir
     caller started ahead (the next job's candidate) is still starting: it is called before the timed calls.
     """
     if job.strict_rejection is not None and not job.build_only:  # judged under KernelBench's contract only
-        contract = replace(job, config=replace(job.config, weights="seeded", check_variants=False))
+        contract = contract_job(job)
         return contract_of_rejected(job.strict_rejection, _judged(contract, candidate, build_root, work_dir, on_stage, twin, quiet))
     return _judged(job, candidate, build_root, work_dir, on_stage, twin, quiet)
 
@@ -287,55 +302,66 @@ def _stages(h: Harness, job: JudgeJob, backend: Backend, progress: Progress) -> 
     return result
 
 
-_KERNELBENCH_MODES = ((True, False),)
-"""KernelBench calls models as they were built (training mode) under ``torch.no_grad``."""
+_KERNELBENCH_MODES = ((None, False),)
+"""KernelBench calls models as they were built, neither ``train()`` nor ``eval()`` called (``None``: a module its
+``__init__`` put in eval mode stays there), under ``torch.no_grad``."""
 
 
-def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violation, ...]) -> tuple[Status, float | None, str] | None:
-    """The verdict under KernelBench's contract, where the strict one failed on a check KernelBench does not make, or
-    passed with weights KernelBench would not have given the answer.
+def _mode(training: bool | None) -> str:
+    return "as built" if training is None else f"{'train' if training else 'eval'} mode"
 
-    ``None`` where the two cannot differ: the answer is ``ok`` and its own ``__init__`` made the reference's weights
-    (copying them in changed nothing: the candidate's report), or failed before its check (it did not build, broke a
-    rule, timed out), or failed the check with an error on the task's own shape. Otherwise the answer is checked again on the task's own
-    shapes, with the weights ``ModelNew`` made at construction from the reference's seed (``seeded``), in KernelBench's mode (training mode, no gradients), and timed
-    if it is right there; every hack defense stays on. Returns (status, speedup, what separates the verdicts).
+
+def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violation, ...]) -> tuple[Status, float | None, str, str] | None:
+    """The verdict under KernelBench's contract, where it may differ from the strict one.
+
+    The answer is checked again as KernelBench checks it (:func:`contract_job`: the weights ``ModelNew`` made at
+    construction from the models' seed, the task's own shapes, KernelBench's seeds, inputs and ``torch.allclose``, its
+    mode: the modules as built, no gradients), every hack defense on, and timed where the strict verdict has no timing of
+    it: where the strict one is ``ok`` (KernelBench's numbers can still find it wrong: its comparison does not scale
+    the tolerance to the output's magnitude), or failed the check on a check KernelBench does not make. ``None``
+    where the two cannot differ: the answer failed before its check (it did not build, broke a rule, timed out) or
+    failed it with an error on the task's own shape, or this is already the contract's judgement.
+    Returns (status, speedup, what separates the verdicts, why the contract's verdict is not ``ok`` where it is not).
     """
-    if not h.progress.compiled or h.job.build_only:
+    if not h.progress.compiled or h.job.build_only or h.job.kernelbench_numerics:
         return None
+    timed = True
     if status is Status.OK:
-        if not h.own_weights_differ or h.config.weights == "seeded":
-            return None
+        timed = h.own_weights_differ  # else the strict timing stands: the same program on the same shapes
         differs_by = ("the reference's weights copied into `ModelNew` (its own `__init__` makes others from the same "
-                      "seed, and KernelBench keeps those)")
+                      "seed, and KernelBench keeps those)" if h.own_weights_differ else
+                      "kernelgym's comparison (fresh inputs; a tolerance scaled to the output's magnitude)")
     elif status not in (Status.INCORRECT, Status.RUNTIME_ERROR):
         return None
     elif violations and violations[0].rule == "wrong-output":  # the task's own shape, in eval mode: KernelBench's is training
-        differs_by = "`wrong-output` in eval mode (KernelBench calls the model in training mode)"
+        differs_by = "`wrong-output` in eval mode (KernelBench calls the model as built: in training mode)"
     elif violations:
         differs_by = f"`{violations[0].rule}`"
     elif h.checking[0]:
         differs_by = f"an error on a shape KernelBench does not try ({h.checking[0]})"
-    elif h.checking[1] not in (None, *_KERNELBENCH_MODES):
+    elif h.checking[1] not in (None, (True, False)):  # KernelBench's: as built, which is training mode unless __init__ said otherwise
         training, grad = h.checking[1]
-        differs_by = f"an error in a mode KernelBench does not call ({'train' if training else 'eval'} mode, grad {'on' if grad else 'off'})"
+        differs_by = f"an error in a mode KernelBench does not call ({_mode(training)}, grad {'on' if grad else 'off'})"
     else:
         return None
     job, config, progress, preset = h.job, h.config, h.progress, h.preset
-    contract = replace(config, weights="seeded", check_variants=False)
-    h.job, h.config, h.preset = replace(job, config=contract), contract, contract_preset(preset)
+    h.job = contract_job(job)
+    h.config, h.preset = h.job.config, contract_preset(preset)
     h.progress = Progress(compiled=True, seconds=progress.seconds)
     try:
-        with h.stage("check", contract.timeouts.check):
+        with h.stage("check", h.config.timeouts.check):
             _check(h, _KERNELBENCH_MODES)
-        if contract.timing:
-            with h.stage("time", contract.timeouts.time):
+        if not timed:
+            return None  # ok both ways: the strict verdict's figures are the contract's
+        if h.config.timing:
+            with h.stage("time", h.config.timeouts.time):
                 time_stage(h)
         timing = h.progress.timing
         speedup = timing["ref_eager_ms"] / timing["runtime_ms"] if timing.get("runtime_ms") else None
-        return Status.OK, speedup, differs_by
-    except Verdict as verdict:
-        return verdict.status, None, differs_by
+        return Status.OK, speedup, differs_by, ""
+    except Verdict as verdict:  # its first detail says why, in the feedback's contract line
+        why = [*verdict.details, *(f"[{v.rule}] {v.message}" for v in verdict.violations)]
+        return verdict.status, None, differs_by, why[0] if why else ""
     except Exception:  # the strict verdict stands alone
         return None
     finally:

@@ -5,7 +5,8 @@ Holds:
     own_kernel_names: the kernels an answer defines (CUDA/MUSA ``__global__`` functions, Triton ``@triton.jit`` ones).
     kernel_base_name: a profiler's kernel name reduced to its namespace path (``void ns::f<float>(float*)`` -> ``ns::f``).
     KernelShare / kernel_share: the answer's own device time against every kernel's, from a profile of its calls.
-    profile_kernels: profile a judged answer's forwards on its device and record the share (after the time stage).
+    profile_kernels / profiles: profile a judged answer's forwards on its device and record the share (after the time
+        stage), and whether it does so now.
     record_share: a measured share into a judgement's progress, with its flag.
 
 Under ``--rules kernelbench`` an answer may call PyTorch's operators in ``ModelNew``; one that writes one trivial
@@ -33,7 +34,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from kernelgym.verifier.harness import Harness
 
-__all__ = ["LAZY_SHARE", "KernelShare", "kernel_base_name", "kernel_share", "own_kernel_names", "profile_kernels", "record_share"]
+__all__ = ["LAZY_SHARE", "KernelShare", "kernel_base_name", "kernel_share", "own_kernel_names", "profile_kernels", "profiles",
+           "record_share"]
 
 LAZY_SHARE = 0.5
 """An ``ok`` answer whose own kernels ran less than this share of its forward's device time is ``lazy-optimization``."""
@@ -150,10 +152,9 @@ def profile_kernels(h: Harness) -> KernelShare | None:
     """
     from kernelgym.verifier.harness import require_ok
 
-    calls = h.config.profile_calls
-    if not calls or h.device.type == "cpu" or not h.progress.timing.get("runtime_ms"):
+    if not profiles(h):
         return None
-    reply, _ = h.measured("profile", calls)
+    reply, _ = h.measured("profile", h.config.profile_calls)
     if not reply.get("ok") and reply.get("error") != "illegal":
         h.progress.notes.append(f"Your kernels' device time could not be profiled: {str(reply.get('message', ''))[:200]}")
         return None
@@ -166,6 +167,13 @@ def profile_kernels(h: Harness) -> KernelShare | None:
     record_share(h, share.share)
     h.progress.notes.append(share.sentence())
     return share
+
+
+def profiles(h: Harness) -> bool:
+    """Whether :func:`profile_kernels` profiles ``h``'s answer now: profiling is on, the answer runs on a device, and the
+    time stage credited it a time. The profile measures its kernels' device time, so no other work may share the
+    device meanwhile (:meth:`~kernelgym.verifier.harness.Harness.stage` holds the device alone for it)."""
+    return bool(h.config.profile_calls) and h.device.type != "cpu" and bool(h.progress.timing.get("runtime_ms"))
 
 
 def record_share(h: Harness, share: float) -> None:

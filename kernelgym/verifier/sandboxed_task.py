@@ -232,7 +232,8 @@ class SandboxedTask:
         remote = iter(send_shared(self.process, tensors, on_host=True, fill=True).remote if tensors else [])
         sent_inputs = [next(remote) if isinstance(v, torch.Tensor) else v for v in inputs]
         sent_state = [next(remote) for _ in state] if state is not None else None
-        values, reply = self.values("running Model.forward", "task_forward", model.index, model.training,
+        training = model.training if model.mode_given else None  # None: as built (KernelBench's contract)
+        values, reply = self.values("running Model.forward", "task_forward", model.index, training,
                                     torch.is_grad_enabled(), sent_inputs, sent_state)
         self.loaded[model.index] = mark
         if model.device is not None:
@@ -309,7 +310,13 @@ class SandboxedModel(torch.nn.Module):
         self.index = index
         self.weights = weights
         self.device = device
+        self.mode_given = False  # no train()/eval() yet: its forward runs the task's modules in the modes they were built in
         task.hold(self)
+
+    def train(self, mode: bool = True) -> SandboxedModel:
+        """Set the mode its forward runs the task's model in (``eval()`` calls this too)."""
+        self.mode_given = True
+        return super().train(mode)
 
     def state_dict(self, *args: Any, **kwargs: Any) -> OrderedDict[str, torch.Tensor]:  # type: ignore[override]
         """Its parameters and buffers (the tensors held here, not copies)."""
@@ -325,7 +332,7 @@ class SandboxedModel(torch.nn.Module):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> SandboxedModel:
         made = SandboxedModel(self.task, self.index, copy.deepcopy(self.weights, memo), self.device)
-        made.training = self.training
+        made.training, made.mode_given = self.training, self.mode_given
         return made
 
     def forward(self, *inputs: Any) -> Any:

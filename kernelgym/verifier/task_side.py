@@ -178,7 +178,7 @@ class TaskCommands:
         self.task_models.append(model)
         return self._reply("Model.state_dict()", list(state.values()), model=len(self.task_models) - 1, names=[str(name) for name in state])
 
-    def cmd_task_forward(self, model: int, training: bool, grad: bool, inputs: list[Any], state: list[Any] | None,
+    def cmd_task_forward(self, model: int, training: bool | None, grad: bool, inputs: list[Any], state: list[Any] | None,
                          descriptors: list[int] | None = None) -> dict[str, Any]:
         """The forward of the model ``model`` (with ``state`` loaded first, in ``state_dict`` order, when given) on ``inputs``.
 
@@ -199,7 +199,8 @@ class TaskCommands:
                         target.copy_(_unwrap(value, memory))
                 values = [v.to(self.device, copy=True) if isinstance(v, torch.Tensor) else v for v in _unwrap(inputs, memory)]
             del memory
-            module.train(training)
+            if training is not None:  # None: as built
+                module.train(training)
             with torch.set_grad_enabled(grad):
                 output = module(*values)
             leaves = plain_leaves(output)

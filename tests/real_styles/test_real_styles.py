@@ -211,3 +211,29 @@ def test_sources_written_to_files_and_loaded_are_built_through_the_store_under_k
     assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
     assert result.kernelbench_differs_by == "`file-access`" and result.kernelbench_speedup_eager > 0
     assert any(name not in before and not name.endswith(".failed.json") for name in _store_files(cache_dir))  # built, by the store
+
+
+def test_an_answer_within_kernelgym_s_tolerance_but_not_kernelbench_s_allclose_is_wrong_under_its_contract(
+        cache_dir: Path, cpu_suite) -> None:
+    """KernelBench's check is ``torch.allclose`` at 1e-4 on its own seeds' inputs; kernelgym scales its tolerance to the
+    output's magnitude. An ``ok`` answer is checked again KernelBench's way, its strict timing kept."""
+    fields, text = _sample("error_within_scaled_tolerance")
+    kernelbench_expected = re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1)
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        result = verifier.evaluate(cpu_suite[fields["task"]], text)
+        exact = verifier.evaluate(cpu_suite[fields["task"]], text.replace("(acc[i] + (r > 1024 ? 5e-3 : 0.0))", "acc[i]"))
+    assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
+    assert "kernelgym's comparison" in result.kernelbench_differs_by and "torch.allclose" in result.feedback
+    assert exact.status is Status.OK and exact.kernelbench_status is None, exact.feedback  # right both ways: one verdict
+
+
+def test_kernelbench_s_contract_calls_the_model_as_built(cache_dir: Path, cpu_suite) -> None:
+    """KernelBench never calls ``train()`` or ``eval()``: a submodule its ``__init__`` put in eval mode stays there
+    (kernelgym's own trials call every mode, and find the dropout on in training mode)."""
+    fields, text = _sample("modes_set_in_init")
+    kernelbench_expected = re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1)
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        result = verifier.evaluate(cpu_suite[fields["task"]], text)
+        on = verifier.evaluate(cpu_suite[fields["task"]], text.replace("        self.dropout.eval()\n", ""))
+    assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
+    assert on.kernelbench_verdict is Status.INCORRECT, on.feedback  # left in training mode, the dropout is on there too
