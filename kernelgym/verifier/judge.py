@@ -275,7 +275,7 @@ def _stages(h: Harness, job: JudgeJob, backend: Backend, progress: Progress) -> 
         if not job.build_only:
             with settings_as(h.settings):
                 with h.stage("check", timeouts.check):
-                    _check(h)
+                    _check(h, _KERNELBENCH_MODES if job.kernelbench_numerics else CHECK_MODES)
                 if job.config.timing:
                     with h.stage("time", timeouts.time):
                         time_stage(h)

@@ -235,5 +235,9 @@ def test_kernelbench_s_contract_calls_the_model_as_built(cache_dir: Path, cpu_su
     with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
         result = verifier.evaluate(cpu_suite[fields["task"]], text)
         on = verifier.evaluate(cpu_suite[fields["task"]], text.replace("        self.dropout.eval()\n", ""))
+        # Illegal by a rule KernelBench lacks, it is judged under the contract alone: there too as built.
+        flagged = verifier.evaluate(cpu_suite[fields["task"]], text.replace(
+            "super().__init__()", "super().__init__()\n        torch.backends.cudnn.benchmark = True"))
     assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
+    assert flagged.status is Status.ILLEGAL and flagged.kernelbench_verdict is Status.OK, flagged.feedback
     assert on.kernelbench_verdict is Status.INCORRECT, on.feedback  # left in training mode, the dropout is on there too
