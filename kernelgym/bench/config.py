@@ -174,7 +174,7 @@ class BenchSummary:
         for key in best.fast_p:
             lines.append(f"{key:<34}{_fmt(first.fast_p[key]):>12}{_fmt(best.fast_p[key]):>12}")
         if first.kernelbench_contract is not None and best.kernelbench_contract is not None:
-            lines.append("under KernelBench's contract (ModelNew's own weights from the task's seed, never changed; the task's own shapes):")
+            lines.append("under KernelBench's contract (its seeds and inputs, ModelNew's own weights, the model as built, the task's own shapes, torch.allclose):")
             for key in best.kernelbench_contract:
                 label = f"{key} (KernelBench's contract)" if key != "avg_at_k" else f"avg@{self.k} (KernelBench's contract)"
                 lines.append(f"{label:<34}{_fmt(first.kernelbench_contract[key]):>12}{_fmt(best.kernelbench_contract[key]):>12}")
