@@ -4,8 +4,9 @@ Holds:
     Op: one elementwise operation, written once for the PyTorch reference and once for a Triton kernel.
     UNARY_OPS: the elementwise operations compositions are made of.
     Drawn: what a family draws: the op composition, the task program and its Triton answer.
-    FAMILIES: family name -> its drawing function ``(rng, ops=None) -> Drawn``.
+    FAMILIES: family name -> its drawing function ``(rng, ops=None, task_form=None) -> Drawn``.
     REDUCERS, NORMS, SOFTMAXES: the central ops of the reduction, normalization and softmax families.
+    TASK_FORMS: the ways a task program is written out.
 
 A composition is a tuple of names (``("relu", "scale")``, ``("square", "sum")``); its
 signature ``family:name>name`` identifies it across shapes, constants and code style,
@@ -15,6 +16,11 @@ launches. Shapes stay small, so a corpus is judged under Triton's interpreter on
 as well as on a GPU; answers read every size at run time, so the judge's shape
 variants hold too. Style varies per item (kernel and pointer names, block sizes,
 comments, import style, one block per row or a loop over column blocks), never the math.
+The task program's form varies too: about half the items write it as KernelBench's
+level-1 files are laid out (typed ``forward`` with an Args/Returns docstring, inputs
+built into named tensors), the others compactly; both forms of an item are the same
+program to run (same ``Model``, parameters, constants and inputs). The form is drawn
+last, so an item's composition, shapes, constants and answer do not depend on it.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["FAMILIES", "NORMS", "REDUCERS", "SOFTMAXES", "UNARY_OPS", "Drawn", "Op"]
+__all__ = ["FAMILIES", "NORMS", "REDUCERS", "SOFTMAXES", "TASK_FORMS", "UNARY_OPS", "Drawn", "Op"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,13 @@ REDUCERS = {"sum": ("torch.sum", "0.0"), "mean": ("torch.mean", "0.0"),
              "max": ("torch.amax", 'float("-inf")'), "min": ("torch.amin", 'float("inf")')}
 NORMS = ("layernorm", "rmsnorm", "l2norm")
 SOFTMAXES = ("softmax", "log_softmax")
+TASK_FORMS = ("compact", "kernelbench")
+"""How a task program is written: ``compact``, or ``kernelbench`` (laid out as KernelBench's level-1 files are)."""
+_INIT_PARAMETER_DOCS = {
+    "dim": "Number of features in each row of the input.",
+    "in_features": "Number of features in each input row.",
+    "out_features": "Number of features in each output row.",
+}
 
 
 @dataclass(frozen=True)
@@ -140,18 +153,92 @@ def _sentence(ops: Sequence[str]) -> str:
     return ", then ".join(words)
 
 
-def _task(doc: str, init_args: str, init_body: str, forward_args: str, body: Sequence[str], consts: dict[str, int],
-          inputs: Sequence[str], init_inputs: str, functional: bool) -> str:
-    imports = "import torch\nimport torch.nn as nn\n" + ("import torch.nn.functional as F\n" if functional else "")
-    init = f"    def __init__(self{init_args}):\n        super().__init__()\n{init_body}"
-    forward = "".join(f"        {line}\n" for line in body)
-    constants = "".join(f"{name} = {value}\n" for name, value in consts.items())
-    returned = ", ".join(inputs)
-    return (
-        f'{imports}\n\nclass Model(nn.Module):\n    """{doc}"""\n\n{init}\n'
-        f"    def forward(self, {forward_args}):\n{forward}\n\n{constants}\n\n"
-        f"def get_inputs():\n    return [{returned}]\n\n\ndef get_init_inputs():\n    return [{init_inputs}]\n"
-    )
+def _shape(names: Sequence[str]) -> str:
+    return f"({', '.join(names)}{',' if len(names) == 1 else ''})"
+
+
+@dataclass(frozen=True)
+class _Reference:
+    """One task program before it is written out in one of :data:`TASK_FORMS`.
+
+    Attributes:
+        action: what ``forward`` does, as a phrase (``"applies a ReLU elementwise"``).
+        steps: ``forward``'s statements, each ``x = <expression>``; ``x`` is returned.
+        constants: the module's size constants, in order.
+        input_shape: the input's shape in constants' names; ``get_inputs`` draws it with ``torch.randn``.
+        output_shape: the output's shape in constants' names (``None``: the input's).
+        init_params: ``__init__``'s parameters, which ``get_init_inputs`` returns as the constants of those names.
+        init_body: ``__init__``'s statements after ``super().__init__()``, indented.
+        functional: whether the steps use ``F`` (``torch.nn.functional``).
+        compact_doc: the class docstring of the compact form ("": the action, as a sentence).
+    """
+
+    action: str
+    steps: tuple[str, ...]
+    constants: dict[str, int]
+    input_shape: tuple[str, ...]
+    output_shape: tuple[str, ...] | None = None
+    init_params: tuple[str, ...] = ()
+    init_body: str = ""
+    functional: bool = False
+    compact_doc: str = ""
+
+    def render(self, form: str) -> str:
+        """The program in ``form`` (one of :data:`TASK_FORMS`)."""
+        if form == "compact":
+            return self._compact()
+        if form == "kernelbench":
+            return self._kernelbench()
+        raise ValueError(f"task form must be one of {TASK_FORMS}, not {form!r}")
+
+    def _imports(self) -> str:
+        return "import torch\nimport torch.nn as nn\n" + ("import torch.nn.functional as F\n" if self.functional else "")
+
+    def _summary(self) -> str:
+        return f"{self.action[0].upper()}{self.action[1:]}."
+
+    def _constant_lines(self) -> str:
+        return "".join(f"{name} = {value}\n" for name, value in self.constants.items())
+
+    def _compact(self) -> str:
+        init = (f"    def __init__(self{''.join(f', {p}' for p in self.init_params)}):\n        super().__init__()\n"
+                f"{self.init_body}")
+        forward = "".join(f"        {line}\n" for line in (*self.steps, "return x"))
+        return (
+            f'{self._imports()}\n\nclass Model(nn.Module):\n    """{self.compact_doc or self._summary()}"""\n\n{init}\n'
+            f"    def forward(self, x):\n{forward}\n\n{self._constant_lines()}\n\n"
+            f"def get_inputs():\n    return [torch.randn({', '.join(self.input_shape)})]\n\n\n"
+            f"def get_init_inputs():\n    return [{', '.join(self.init_params)}]\n"
+        )
+
+    def _kernelbench(self) -> str:
+        init_doc = ""
+        if self.init_params:
+            args = "".join(f"            {p} (int): {_INIT_PARAMETER_DOCS[p]}\n" for p in self.init_params)
+            init_doc = f'        """\n        Initializes the model\'s parameters.\n\n        Args:\n{args}        """\n'
+        init = (f"    def __init__(self{''.join(f', {p}: int' for p in self.init_params)}):\n{init_doc}"
+                f"        super(Model, self).__init__()\n{self.init_body}")
+        output = ("Output tensor of the same shape as the input." if self.output_shape is None
+                  else f"Output tensor of shape {_shape(self.output_shape)}.")
+        forward_doc = (f'        """\n        {self._summary()}\n\n        Args:\n'
+                       f"            x (torch.Tensor): Input tensor of shape {_shape(self.input_shape)}.\n\n"
+                       f'        Returns:\n            torch.Tensor: {output}\n        """\n')
+        # The last step is returned directly, as KernelBench's files write a one-op forward.
+        *steps, last = self.steps
+        forward = "".join(f"        {line}\n" for line in (*steps, f"return {last.removeprefix('x = ')}"))
+        init_inputs = (f"[{', '.join(self.init_params)}]" if self.init_params
+                       else "[]  # No special initialization inputs needed")
+        return (
+            f'{self._imports()}\nclass Model(nn.Module):\n    """\n    A model that {self.action}.\n    """\n{init}\n'
+            f"    def forward(self, x: torch.Tensor) -> torch.Tensor:\n{forward_doc}{forward}\n{self._constant_lines()}\n"
+            f"def get_inputs():\n    x = torch.randn({', '.join(self.input_shape)})\n    return [x]\n\n"
+            f"def get_init_inputs():\n    return {init_inputs}\n"
+        )
+
+
+def _drawn(rng: random.Random, ops: tuple[str, ...], reference: _Reference, answer: str, task_form: str | None) -> Drawn:
+    """The item, its task written in ``task_form`` (``None``: drawn, after every other draw of the item)."""
+    return Drawn(ops, reference.render(task_form or rng.choice(TASK_FORMS)), answer)
 
 
 def _chain(ops: Sequence[str], rng: random.Random, var: str, indent: int) -> tuple[list[str], list[str]]:
@@ -174,7 +261,7 @@ def _draw_unary(rng: random.Random, low: int, high: int, pool: Sequence[str] = t
     return tuple(rng.choice(pool) for _ in range(rng.randint(low, high)))
 
 
-def elementwise(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
+def elementwise(rng: random.Random, ops: tuple[str, ...] | None = None, task_form: str | None = None) -> Drawn:
     """A chain of 1-3 elementwise ops on a 2-D input, optionally with a learned per-column bias (``bias``)."""
     if ops is None:
         ops = _draw_unary(rng, 1, 3, (*UNARY_OPS, "bias"))
@@ -192,9 +279,9 @@ def elementwise(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn
             ref += r
             ker += k
     init_body = "        self.bias = nn.Parameter(torch.randn(dim) * 0.1)\n" if has_bias else ""
-    task = _task(f"Applies {_sentence(ops)} elementwise.", ", dim" if has_bias else "", init_body, "x",
-                 [*ref, "return x"], {"batch_size": rows, "dim": cols}, ["torch.randn(batch_size, dim)"],
-                 "dim" if has_bias else "", _needs_functional(ops))
+    task = _Reference(f"applies {_sentence(ops)} elementwise", tuple(ref), {"batch_size": rows, "dim": cols},
+                      ("batch_size", "dim"), init_params=("dim",) if has_bias else (), init_body=init_body,
+                      functional=_needs_functional(ops))
     b = style.block_name
     params = f"{style.src}, " + ("bias_ptr, " if has_bias else "") + f"{style.dst}, n_elements, " + \
         ("n_cols, " if has_bias else "") + f"{b}: tl.constexpr"
@@ -209,7 +296,7 @@ def elementwise(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn
     answer = _answer(style, kernel, ", dim" if has_bias else "", init_body, [
         "out = torch.empty_like(x)", "n = x.numel()", f"grid = (triton.cdiv(n, {block}),)",
         f"{style.kernel}[grid]({launch_args}{b}={block})", "return out"])
-    return Drawn(ops, task, answer)
+    return _drawn(rng, ops, task, answer, task_form)
 
 
 def _answer(style: _Style, kernel: str, init_args: str, init_body: str, forward: Sequence[str]) -> str:
@@ -232,7 +319,7 @@ def _row_launch(style: _Style, launch_params: str) -> list[str]:
             "return out"]
 
 
-def reduction(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
+def reduction(rng: random.Random, ops: tuple[str, ...] | None = None, task_form: str | None = None) -> Drawn:
     """An optional elementwise op, a reduction of the last dimension (sum, mean, max, min), an optional epilogue op."""
     if ops is None:
         pre = _draw_unary(rng, 0, 1, ("abs", "square", "relu", "sigmoid", "tanh", "scale"))
@@ -245,10 +332,10 @@ def reduction(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
     ref_pre, ker_pre = _chain(pre, rng, "v", 8)
     ref_post, ker_post = _chain(post, rng, "acc", 4)
     keepdim = rng.random() < 0.5
-    body = [*ref_pre, f"x = {torch_fn}(x, dim=-1{', keepdim=True' if keepdim else ''})", *ref_post, "return x"]
-    task = _task(f"Applies {_sentence(ops)} over the last dimension.", "", "", "x", body,
-                 {"batch_size": rows, "dim": cols}, ["torch.randn(batch_size, dim)"], "",
-                 _needs_functional((*pre, *post)))
+    steps = (*ref_pre, f"x = {torch_fn}(x, dim=-1{', keepdim=True' if keepdim else ''})", *ref_post)
+    task = _Reference(f"applies {_sentence(ops)} over the last dimension", steps, {"batch_size": rows, "dim": cols},
+                      ("batch_size", "dim"), ("batch_size", "1") if keepdim else ("batch_size",),
+                      functional=_needs_functional((*pre, *post)))
     b = style.block_name
     combine = {"sum": "acc_v = acc_v + v", "mean": "acc_v = acc_v + v",
                "max": "acc_v = tl.maximum(acc_v, v)", "min": "acc_v = tl.minimum(acc_v, v)"}[reducer]
@@ -270,10 +357,10 @@ def reduction(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
     answer = _answer(style, kernel, "", "", [
         "rows, n_cols = x.shape", f"out = torch.empty({shape}, device=x.device, dtype=x.dtype)",
         f"{style.kernel}[(rows,)](x, out, n_cols, {b}={block})", "return out"])
-    return Drawn(ops, task, answer)
+    return _drawn(rng, ops, task, answer, task_form)
 
 
-def normalization(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
+def normalization(rng: random.Random, ops: tuple[str, ...] | None = None, task_form: str | None = None) -> Drawn:
     """An optional op, a row normalization (layernorm, rmsnorm with a learned scale, L2 normalize), an optional op."""
     if ops is None:
         ops = (*_draw_unary(rng, 0, 1, _EPILOGUE_OPS), rng.choice(NORMS), *_draw_unary(rng, 0, 1, _EPILOGUE_OPS))
@@ -303,9 +390,9 @@ def normalization(rng: random.Random, ops: tuple[str, ...] | None = None) -> Dra
         ref = "x = F.normalize(x, p=2.0, dim=-1)"
         math = "    norm = tl.sqrt(tl.sum(v * v, axis=0))\n    y = v / tl.maximum(norm, 1e-12)\n"
     has_params = norm != "l2norm"
-    task = _task(f"Applies {_sentence(ops)} to each row.", ", dim" if has_params else "", init_body, "x",
-                 [*ref_pre, ref, *ref_post, "return x"], {"batch_size": rows, "dim": cols},
-                 ["torch.randn(batch_size, dim)"], "dim" if has_params else "", True)
+    task = _Reference(f"applies {_sentence(ops)} to each row", (*ref_pre, ref, *ref_post),
+                      {"batch_size": rows, "dim": cols}, ("batch_size", "dim"),
+                      init_params=("dim",) if has_params else (), init_body=init_body, functional=True)
     kernel = (
         _row_kernel_head(style, params, "the whole row fits in one block")
         + f"    mask = cols < n_cols\n    v = tl.load({style.src} + row * n_cols + cols, mask=mask, other=0.0)\n"
@@ -314,10 +401,10 @@ def normalization(rng: random.Random, ops: tuple[str, ...] | None = None) -> Dra
         + f"    tl.store({style.dst} + row * n_cols + cols, y, mask=mask)\n"
     )
     answer = _answer(style, kernel, ", dim" if has_params else "", init_body, _row_launch(style, launch_params))
-    return Drawn(ops, task, answer)
+    return _drawn(rng, ops, task, answer, task_form)
 
 
-def softmax(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
+def softmax(rng: random.Random, ops: tuple[str, ...] | None = None, task_form: str | None = None) -> Drawn:
     """An optional op (a temperature, a shift, ...), a softmax or log-softmax of each row, an optional op."""
     if ops is None:
         pre = _draw_unary(rng, 0, 1, ("scale", "shift", "tanh", "relu", "abs"))
@@ -329,9 +416,9 @@ def softmax(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
     ref_pre, ker_pre = _chain(pre, rng, "v", 4)
     ref_post, ker_post = _chain(post, rng, "y", 4)
     fn = "torch.softmax" if kind == "softmax" else "torch.log_softmax"
-    task = _task(f"Applies {_sentence(ops)} over the last dimension.", "", "", "x",
-                 [*ref_pre, f"x = {fn}(x, dim=-1)", *ref_post, "return x"], {"batch_size": rows, "dim": cols},
-                 ["torch.randn(batch_size, dim)"], "", _needs_functional((*pre, *post)))
+    task = _Reference(f"applies {_sentence(ops)} over the last dimension", (*ref_pre, f"x = {fn}(x, dim=-1)", *ref_post),
+                      {"batch_size": rows, "dim": cols}, ("batch_size", "dim"),
+                      functional=_needs_functional((*pre, *post)))
     out = ("    y = e / denom\n" if kind == "softmax" else "    y = z - tl.log(denom)\n")
     kernel = (
         _row_kernel_head(style, "", "the whole row fits in one block")
@@ -343,10 +430,10 @@ def softmax(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
         + f"    tl.store({style.dst} + row * n_cols + cols, y, mask=mask)\n"
     )
     answer = _answer(style, kernel, "", "", _row_launch(style, ""))
-    return Drawn(ops, task, answer)
+    return _drawn(rng, ops, task, answer, task_form)
 
 
-def matmul(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
+def matmul(rng: random.Random, ops: tuple[str, ...] | None = None, task_form: str | None = None) -> Drawn:
     """A linear layer (with or without bias) and 0-2 elementwise ops fused into the matmul's epilogue."""
     if ops is None:
         ops = (rng.choice(("linear", "linear_nobias")), *_draw_unary(rng, 0, 2, _EPILOGUE_OPS))
@@ -355,10 +442,11 @@ def matmul(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
     m, k, n = rng.choice((8, 16, 32, 48)), rng.choice((32, 64, 96, 128)), rng.choice((16, 32, 64, 80))
     ref_post, ker_post = _chain(ops[1:], rng, "acc", 4)
     init_body = f"        self.linear = nn.Linear(in_features, out_features, bias={has_bias})\n"
-    task = _task(f"A linear layer, then {_sentence(ops[1:]) or 'nothing else'}.", ", in_features, out_features",
-                 init_body, "x", ["x = self.linear(x)", *ref_post, "return x"],
-                 {"batch_size": m, "in_features": k, "out_features": n}, ["torch.randn(batch_size, in_features)"],
-                 "in_features, out_features", _needs_functional(ops[1:]))
+    then = _sentence(ops[1:])
+    task = _Reference(f"applies a linear layer{f', then {then}' if then else ''}", ("x = self.linear(x)", *ref_post),
+                      {"batch_size": m, "in_features": k, "out_features": n}, ("batch_size", "in_features"),
+                      ("batch_size", "out_features"), ("in_features", "out_features"), init_body,
+                      _needs_functional(ops[1:]), f"A linear layer, then {then or 'nothing else'}.")
     bm, bn, bk = rng.choice((16, 32)), rng.choice((16, 32)), rng.choice((16, 32))
     bias_param, bias_arg = ("bias_ptr, ", "self.linear.bias, ") if has_bias else ("", "")
     bias_line = "    acc = acc + tl.load(bias_ptr + rn, mask=rn < N, other=0.0)[None, :]\n" if has_bias else ""
@@ -382,7 +470,7 @@ def matmul(rng: random.Random, ops: tuple[str, ...] | None = None) -> Drawn:
         f"grid = (triton.cdiv(m, {bm}), triton.cdiv(n, {bn}))",
         f"{style.kernel}[grid](x, self.linear.weight, {bias_arg}out, m, n, k, BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk})",
         "return out"])
-    return Drawn(ops, task, answer)
+    return _drawn(rng, ops, task, answer, task_form)
 
 
 FAMILIES: dict[str, Callable[..., Drawn]] = {

@@ -307,6 +307,13 @@ _KERNELBENCH_MODES = ((None, False),)
 ``__init__`` put in eval mode stays there), under ``torch.no_grad``."""
 
 
+def _mode_matters(reference: torch.nn.Module) -> bool:
+    """Whether ``reference`` computes otherwise in training mode (BatchNorm, dropout): kernelgym times in eval mode,
+    KernelBench as built."""
+    kinds = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.modules.dropout._DropoutNd)
+    return any(isinstance(module, kinds) for module in reference.modules())
+
+
 def _mode(training: bool | None) -> str:
     return "as built" if training is None else f"{'train' if training else 'eval'} mode"
 
@@ -326,8 +333,8 @@ def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violatio
     if not h.progress.compiled or h.job.build_only or h.job.kernelbench_numerics:
         return None
     timed = True
-    if status is Status.OK:
-        timed = h.own_weights_differ  # else the strict timing stands: the same program on the same shapes
+    if status is Status.OK:  # the strict timing stands, unless the weights or the timed mode differ
+        timed = h.own_weights_differ or _mode_matters(h.initial_reference())
         differs_by = ("the reference's weights copied into `ModelNew` (its own `__init__` makes others from the same "
                       "seed, and KernelBench keeps those)" if h.own_weights_differ else
                       "kernelgym's comparison (fresh inputs; a tolerance scaled to the output's magnitude)")
@@ -353,6 +360,8 @@ def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violatio
             _check(h, _KERNELBENCH_MODES)
         if not timed:
             return None  # ok both ways: the strict verdict's figures are the contract's
+        if status is Status.OK and not h.own_weights_differ:  # right both ways, timed in another mode
+            differs_by = "the timed mode (kernelgym times the model in eval mode, KernelBench as built)"
         if h.config.timing:
             with h.stage("time", h.config.timeouts.time):
                 time_stage(h)

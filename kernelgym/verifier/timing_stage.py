@@ -62,6 +62,12 @@ def timed_calls(default_runs: int, timing_seconds: float, per_call: float) -> in
     return max(min(MIN_RUNS, default_runs), min(default_runs, fitting))
 
 
+def _mode(h: Harness) -> bool | None:
+    """The mode both programs are timed in: eval mode; under KernelBench's numbers as built (``None``), as KernelBench
+    times them (a BatchNorm in training mode computes its batch's statistics)."""
+    return None if h.job.kernelbench_numerics else False
+
+
 def _time_reference(h: Harness, reference: torch.nn.Module, inputs: list[Any], refresher: Refresher, calls: int, warmup: int) -> list[float]:
     """A reference (itself, to count the timed calls; ``torch.compile`` of it, for the baseline) timed here through
     :func:`run_call` on freshly refreshed inputs, unwatched and unpoisoned; ms per call."""
@@ -71,7 +77,7 @@ def _time_reference(h: Harness, reference: torch.nn.Module, inputs: list[Any], r
         for i in range(warmup + calls):
             refresher.refresh(inputs)
             h.backend.synchronize()
-            _, reply = run_call(reference, inputs, h.backend, tracker, False, False, python_guard=False, poison=False)
+            _, reply = run_call(reference, inputs, h.backend, tracker, _mode(h), False, python_guard=False, poison=False)
             if i >= warmup:
                 times.append(float(reply["ms"]))
     return times
@@ -89,7 +95,10 @@ def time_stage(h: Harness) -> None:
     if not backend.timing_meaningful:
         progress.flags.append("timing-not-meaningful")
         return
-    reference = h.models({}).eval()  # both programs afresh at the task's own shapes
+    mode = _mode(h)
+    reference = h.models({})  # both programs afresh at the task's own shapes
+    if mode is not None:
+        reference.eval()
     assert h.reference is not None
     rng = random.Random(h.rng.randrange(2**63))
     per_call = statistics.median(h.reference_seconds) if h.reference_seconds else 0.01
@@ -99,7 +108,7 @@ def time_stage(h: Harness) -> None:
     inputs = draw(h.reference, job.seeds[config.trials + 1], h.device)
     refresher = Refresher(h.reference, inputs, h.device, rng)
     with torch.no_grad():
-        expected = h.reference_call(reference, inputs, False, False)
+        expected = h.reference_call(reference, inputs, mode, False)
         if config.runs is None and backend.default_runs > MIN_RUNS:
             # The trials' median is mostly of the task's smaller variant shapes: count the calls by these shapes
             # (the faster of two reference calls, timed as its timed calls are).
@@ -131,15 +140,15 @@ def time_stage(h: Harness) -> None:
             for i in range(total):
                 refresher.refresh(inputs)
                 if i in probed:  # the harness alone, in the candidate's process, between calls at random
-                    probes.append(h.measured("probe", False, False)[1])
+                    probes.append(h.measured("probe", mode, False)[1])
                     if twin is not None:
-                        twin.probe()
+                        twin.probe(mode)
                 twin_first = twin is not None and rng.random() < 0.5  # neither program always follows the other
-                twin_ms = twin.call(inputs, i in watched, i in reread) if twin_first else None
-                reply, own = h.call(inputs, False, False, python_guard=i in watched)
+                twin_ms = twin.call(inputs, i in watched, i in reread, training=mode) if twin_first else None
+                reply, own = h.call(inputs, mode, False, python_guard=i in watched)
                 call_cpu.append(own)
                 if twin is not None and twin_ms is None:
-                    twin_ms = twin.call(inputs, i in watched, i in reread)
+                    twin_ms = twin.call(inputs, i in watched, i in reread, training=mode)
                 # The reference, right beside the candidate on the same inputs: on a host, its time is the twin's
                 # (the same kind of process, the same request, the same guards: credited only where the
                 # candidate's is); on a device, timed here the same way (unwatched and unpoisoned: it is trusted). Its output
@@ -147,7 +156,7 @@ def time_stage(h: Harness) -> None:
                 outputs: Any = None
                 if twin is None or i in checked:
                     h.backend.synchronize()
-                    outputs, ref_reply = run_call(reference, inputs, backend, tracker, False, False, python_guard=False, poison=False)
+                    outputs, ref_reply = run_call(reference, inputs, backend, tracker, mode, False, python_guard=False, poison=False)
                 if twin is None and i >= warmup:
                     ref_times.append(float(ref_reply["ms"]))
                 if i not in watched:
@@ -216,8 +225,9 @@ def _start_twin(h: Harness, reference: torch.nn.Module, inputs: list[Any], expec
         # The candidate's process has been through the checked calls: their modes, watched by the Python guard.
         # The twin goes through them too, so that both processes' allocators have the same history (after
         # plain calls only, single bundled CPU tasks read 0.82x and 1.28x, run after run).
+        modes = ((_mode(h), False),) if h.job.kernelbench_numerics else CHECK_MODES  # the candidate's checked calls' modes
         for k in range(_TWIN_WARMUP):
-            training, grad = CHECK_MODES[k % len(CHECK_MODES)]
+            training, grad = modes[k % len(modes)]
             twin.call(inputs, python_guard=True, fetch=False, training=training, grad=grad)
     except (TwinUnavailable, OSError, RuntimeError) as exc:
         if twin is not None:

@@ -61,7 +61,7 @@ class ReferenceTwin:
         self.local_inputs, _, remote = share_buffers(self.process, inputs, outputs)
         self._ask("bind", *remote)
 
-    def call(self, inputs: list[Any], python_guard: bool, fetch: bool, training: bool = False, grad: bool = False) -> float:
+    def call(self, inputs: list[Any], python_guard: bool, fetch: bool, training: bool | None = False, grad: bool = False) -> float:
         """One call on ``inputs`` (copied into its buffers), watched as the candidate's call is; its ms.
 
         ``fetch``: the outputs are then fetched, as the candidate's are when they are read again (the twin
@@ -79,9 +79,9 @@ class ReferenceTwin:
         """Its freed host memory reused from now on, as the candidate's is (see ``CandidateSide.cmd_reuse``)."""
         self._ask("reuse")
 
-    def probe(self) -> None:
+    def probe(self, training: bool | None = False) -> None:
         """A probe request, as the candidate gets before some calls."""
-        self._ask("probe", False, False)
+        self._ask("probe", training, False)
 
     def close(self) -> None:
         """Stop its process."""

@@ -21,6 +21,7 @@ from kernelgym.backends.cpp import CppBackend
 from kernelgym.backends.store import ExtensionStore
 from kernelgym.executor.local import LocalExecutor
 from kernelgym.executor.registry import PoolSettings
+from kernelgym.tasks import load_task_file
 from kernelgym.verifier import Status, VerifierConfig
 
 pytestmark = pytest.mark.slow
@@ -241,3 +242,14 @@ def test_kernelbench_s_contract_calls_the_model_as_built(cache_dir: Path, cpu_su
     assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
     assert flagged.status is Status.ILLEGAL and flagged.kernelbench_verdict is Status.OK, flagged.feedback
     assert on.kernelbench_verdict is Status.INCORRECT, on.feedback  # left in training mode, the dropout is on there too
+
+
+def test_kernelbench_s_contract_times_a_batchnorm_model_as_built(cache_dir: Path) -> None:
+    """kernelgym times in eval mode; KernelBench times the models as built, where a BatchNorm computes its batch's
+    statistics: an answer right both ways is timed again under the contract, and the feedback says why."""
+    task = load_task_file(Path(__file__).parent / "batchnorm_task.py")
+    answer = task.source.replace("class Model(", "class ModelNew(").replace("super().__init__()", "super().__init__()  # as is")
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config("kernelbench")) as verifier:
+        result = verifier.evaluate(task, answer)
+    assert result.status is Status.OK and result.kernelbench_verdict is Status.OK, result.feedback
+    assert "timed mode" in result.kernelbench_differs_by and result.kernelbench_speedup_eager is not None
