@@ -216,16 +216,21 @@ def test_sources_written_to_files_and_loaded_are_built_through_the_store_under_k
 
 def test_an_answer_within_kernelgym_s_tolerance_but_not_kernelbench_s_allclose_is_wrong_under_its_contract(
         cache_dir: Path, cpu_suite) -> None:
-    """KernelBench's check is ``torch.allclose`` at 1e-4 on its own seeds' inputs; kernelgym scales its tolerance to the
-    output's magnitude. An ``ok`` answer is checked again KernelBench's way, its strict timing kept."""
-    fields, text = _sample("error_within_scaled_tolerance")
-    kernelbench_expected = re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1)
-    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
-        result = verifier.evaluate(cpu_suite[fields["task"]], text)
-        exact = verifier.evaluate(cpu_suite[fields["task"]], text.replace("(acc[i] + (r > 1024 ? 5e-3 : 0.0))", "acc[i]"))
-    assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
+    """KernelBench's check is ``torch.allclose`` on its own seeds' inputs; kernelgym scales its tolerance to the output's
+    magnitude. The bundled cumsum answer off by 5e-3 on long scans (the task's own shape: outputs of mean magnitude
+    about 50), exact on short ones, is within kernelgym's tolerance (the task's 1e-3, scaled) and beyond KernelBench's
+    ``allclose`` at that tolerance on the small elements. An ``ok`` answer is checked again KernelBench's way, its
+    strict timing kept."""
+    task = cpu_suite["level1/20_Cumsum"]
+    exact = task.solution("cpp").replace("#include <torch/extension.h>", f"#include <torch/extension.h>\n// {secrets.token_hex(8)}")
+    off = exact.replace("o[off + i] = (float)acc[i];", "o[off + i] = (float)(acc[i] + (r > 1024 ? 5e-3 : 0.0));")
+    assert off != exact
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config("kernelbench")) as verifier:
+        result = verifier.evaluate(task, off)
+        right = verifier.evaluate(task, exact)
+    assert result.status is Status.OK and result.kernelbench_verdict is Status.INCORRECT, result.feedback
     assert "kernelgym's comparison" in result.kernelbench_differs_by and "torch.allclose" in result.feedback
-    assert exact.status is Status.OK and exact.kernelbench_status is None, exact.feedback  # right both ways: one verdict
+    assert right.status is Status.OK and right.kernelbench_status is None, right.feedback  # right both ways: one verdict
 
 
 def test_kernelbench_s_contract_calls_the_model_as_built(cache_dir: Path, cpu_suite) -> None:
