@@ -293,7 +293,8 @@ def _stages(h: Harness, job: JudgeJob, backend: Backend, progress: Progress) -> 
                                                  *str(exc).strip().splitlines()[:1]]
     except Exception as exc:  # a failure of the harness itself is reported, never crashes the worker
         status, details = Status.JUDGE_ERROR, [f"Internal judge error (please report): {''.join(traceback.format_exception(exc))[-2000:]}"]
-    contract = _kernelbench_contract(h, status, violations) if job.config.rules == "kernelbench" else None
+    contract = (_kernelbench_contract(h, status, violations)
+                if job.config.rules == "kernelbench" and job.config.kernelbench_contract else None)
     result = _result(job, backend, progress, h, status, details, violations, lead)
     if job.build_only and status is Status.OK:  # built, not judged: say nothing about correctness
         return result.with_changes(feedback="Status: ok\nBuilt ahead only: not checked or timed; judge it for a verdict.")

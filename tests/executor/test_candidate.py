@@ -237,7 +237,8 @@ def test_timed_calls_wait_for_processes_started_ahead_and_variants_reuse_models(
 
     task = load_suite("cpu")["level1/1_ReLU"]
     job = JudgeJob(task, task.source.replace("class Model(", "class ModelNew("), "cpp",
-                   VerifierConfig(rules="kernelbench", runs=10, warmup=1), seeds=(1, 2, 3, 4, 5))
+                   VerifierConfig(rules="kernelbench", runs=10, warmup=1, kernelbench_contract=False),  # the strict judgement only
+                   seeds=(1, 2, 3, 4, 5))
     events: list[str] = []
     call = Harness.call
     monkeypatch.setattr(Harness, "call", lambda self, *args, **kwargs: (events.append("call"), call(self, *args, **kwargs))[1])
