@@ -2,7 +2,7 @@
 
 KernelBench's evaluator (``eval_kernel_against_ref``) builds both models after seeding 42, draws each of its five
 correctness trials' inputs with ``get_inputs()`` on the host after seeding that trial's seed (the five drawn with
-``torch.randint`` after ``torch.manual_seed(42)``), casts every input tensor to fp32, moves it to the device, seeds
+``torch.randint`` after ``torch.manual_seed(42)``), casts the input tensors to fp32, moves them to the device, seeds
 again before the calls, and calls an output right when ``torch.allclose(output, output_new, atol=tol, rtol=tol)``.
 The contract's check does the same, so an answer near the tolerance, or one whose result depends on the values
 drawn, gets the verdict KernelBench gives it. kernelgym's own check keeps fresh seeds (an answer cannot know its
@@ -59,14 +59,17 @@ def reseed(seed: int) -> None:
 
 
 def kernelbench_inputs(module: ModuleType, seed: int, device: torch.device) -> list[Any]:
-    """``get_inputs()`` drawn on the host after seeding ``seed``, each tensor cast to fp32 and moved to ``device``.
+    """``get_inputs()`` drawn on the host after seeding ``seed``, each floating tensor cast to fp32, every tensor moved
+    to ``device``.
 
-    The cast is KernelBench's too (its ``_process_input_tensor`` casts every tensor, integer ones included, to the
-    evaluation's precision).
+    KernelBench's current ``_process_input_tensor`` casts integer tensors to fp32 too, which breaks its own reference
+    wherever they are indices or class targets (its ``level1/95_CrossEntropyLoss``: "expected target dtype to be Long");
+    they keep their dtype here, so such a task has a verdict under the contract.
     """
     reseed(seed)
     values = list(module.get_inputs())
-    return [v.to(dtype=torch.float32).to(device) if isinstance(v, torch.Tensor) else v for v in values]
+    return [(v.to(dtype=torch.float32) if v.is_floating_point() else v).to(device) if isinstance(v, torch.Tensor) else v
+            for v in values]
 
 
 def allclose_mismatch(expected: Any, got: list[Any], atol: float, rtol: float) -> Mismatch | None:

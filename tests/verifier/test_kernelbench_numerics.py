@@ -20,12 +20,14 @@ def test_the_trial_seeds_are_the_ones_kernelbench_draws_and_the_global_generator
     assert seeds == (42, *drawn, 42, 42)
 
 
-def test_inputs_are_drawn_on_the_host_after_the_seed_and_every_tensor_cast_to_fp32() -> None:
-    task = types.SimpleNamespace(get_inputs=lambda: [torch.randn(4, 3), torch.randint(0, 5, (4,)), 2.5])
+def test_inputs_are_drawn_on_the_host_after_the_seed_floating_ones_cast_to_fp32_and_indices_kept() -> None:
+    task = types.SimpleNamespace(get_inputs=lambda: [torch.randn(4, 3, dtype=torch.float64), torch.randint(0, 5, (4,)), 2.5])
     inputs = kernelbench_inputs(task, 1234, torch.device("cpu"))
     torch.manual_seed(1234)
-    expected = [torch.randn(4, 3), torch.randint(0, 5, (4,)).float()]
-    assert torch.equal(inputs[0], expected[0]) and inputs[1].dtype is torch.float32 and torch.equal(inputs[1], expected[1])
+    expected = [torch.randn(4, 3, dtype=torch.float64).float(), torch.randint(0, 5, (4,))]
+    assert inputs[0].dtype is torch.float32 and torch.equal(inputs[0], expected[0])
+    # Class targets stay integers (KernelBench's cast to fp32 breaks its own CrossEntropyLoss reference).
+    assert inputs[1].dtype is torch.int64 and torch.equal(inputs[1], expected[1])
     assert inputs[2] == 2.5
 
 
