@@ -39,14 +39,13 @@ from kernelgym.verifier.harness import (
 )
 from kernelgym.verifier.job import JudgeJob
 from kernelgym.verifier.kernel_share import profile_kernels
-from kernelgym.verifier.kernelbench_numerics import KERNELBENCH_TRIALS, kernelbench_inputs, kernelbench_seeds, reseed
+from kernelgym.verifier.kernelbench_numerics import KERNELBENCH_TRIALS, job_inputs, kernelbench_seeds, reseed
 from kernelgym.verifier.presets import contract_preset
 from kernelgym.verifier.result import EvalResult, StageSeconds, Status, Violation
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.sampled_compute import sample_compute
 from kernelgym.verifier.sandboxed_task import TaskFailure
 from kernelgym.verifier.timing_stage import time_stage
-from kernelgym.verifier.trial_inputs import draw_inputs
 
 __all__ = ["judge", "Verdict"]
 
@@ -140,11 +139,6 @@ def _weights_rule(h: Harness, inputs: list[Any]) -> str:
     return "weights-cached" if drawn else "initial-weights-assumed"
 
 
-def _draw(h: Harness, seed: int) -> list[Any]:
-    """A trial's inputs: drawn on the device from ``seed``, or as KernelBench draws them (its contract's check)."""
-    return (kernelbench_inputs if h.job.kernelbench_numerics else draw_inputs)(h.reference, seed, h.device)
-
-
 def contract_job(job: JudgeJob) -> JudgeJob:
     """``job`` as KernelBench's contract judges it: the weights ``ModelNew``'s own ``__init__`` makes from the models'
     seed (``seeded``), the task's own shapes, and KernelBench's seeds, trials, inputs and comparison."""
@@ -175,7 +169,7 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
             if not reused:
                 reference = None  # a build that fails leaves nothing to reuse (h.init_inputs already names this variant)
                 reference = h.models({**base, **variant})
-            probe = _draw(h, job.seeds[1]) if not declared else None
+            probe = job_inputs(job, h.reference, job.seeds[1], h.device) if not declared else None
             if probe is not None:
                 try:
                     h.reference_call(reference, probe, False, False)
@@ -201,7 +195,7 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
             h.checking = (variant if index else None, (training, grad))
             redrawn_trial = index == 0 and trial == _REDRAW_TRIAL and h.redraw_weights(reference)
             seed = job.seeds[1 + trial]
-            inputs = _draw(h, seed)
+            inputs = job_inputs(job, h.reference, seed, h.device)
             if job.kernelbench_numerics:  # KernelBench seeds again between drawing the inputs and the calls
                 reseed(seed)
             expected = h.reference_call(reference, inputs, training, grad)
@@ -215,7 +209,7 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
             if mismatch is None:
                 mismatch = h.compare(expected, got).mismatch
             if mismatch is not None:
-                where = f"trial {trial + 1} (seed {seed}, {_mode(training)}, grad {'on' if grad else 'off'})"
+                where = f"trial {trial + 1} (seed {seed}, {_mode_words(training)}, grad {'on' if grad else 'off'})"
                 if index:
                     where += f", shape variant {variant}"
                 if redrawn_trial:
@@ -315,7 +309,7 @@ def _mode_matters(reference: torch.nn.Module) -> bool:
     return any(isinstance(module, kinds) for module in reference.modules())
 
 
-def _mode(training: bool | None) -> str:
+def _mode_words(training: bool | None) -> str:
     return "as built" if training is None else f"{'train' if training else 'eval'} mode"
 
 
@@ -352,7 +346,7 @@ def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violatio
         differs_by = f"an error on a shape KernelBench does not try ({h.checking[0]})"
     elif h.checking[1] not in (None, (True, False)):  # KernelBench's: as built, which is training mode unless __init__ said otherwise
         training, grad = h.checking[1]
-        differs_by = f"an error in a mode KernelBench does not call ({_mode(training)}, grad {'on' if grad else 'off'})"
+        differs_by = f"an error in a mode KernelBench does not call ({_mode_words(training)}, grad {'on' if grad else 'off'})"
     else:
         return None
     job, config, progress, preset = h.job, h.config, h.progress, h.preset

@@ -13,6 +13,7 @@ Holds:
     kernelbench_seeds: the seeds of a judgement under the contract (models, trials, timing inputs, re-check).
     kernelbench_inputs: a task's inputs drawn as KernelBench draws them.
     reseed: the seeding KernelBench does between drawing a trial's inputs and calling the models.
+    job_inputs: a job's inputs from a seed: KernelBench's way under its numbers, else kernelgym's (on the device).
     allclose_mismatch: KernelBench's comparison of one output with the reference's.
 """
 
@@ -25,8 +26,11 @@ from typing import Any
 import torch
 
 from kernelgym.verifier.compare import Mismatch, flatten_outputs
+from kernelgym.verifier.job import JudgeJob
+from kernelgym.verifier.trial_inputs import draw_inputs
 
-__all__ = ["KERNELBENCH_SEED", "KERNELBENCH_TRIALS", "allclose_mismatch", "kernelbench_inputs", "kernelbench_seeds", "reseed"]
+__all__ = ["KERNELBENCH_SEED", "KERNELBENCH_TRIALS", "allclose_mismatch", "job_inputs", "kernelbench_inputs", "kernelbench_seeds",
+           "reseed"]
 
 KERNELBENCH_SEED = 42
 """The seed KernelBench's evaluator builds both models from, draws its trial seeds from and draws timing inputs from."""
@@ -70,6 +74,12 @@ def kernelbench_inputs(module: ModuleType, seed: int, device: torch.device) -> l
     values = list(module.get_inputs())
     return [(v.to(dtype=torch.float32) if v.is_floating_point() else v).to(device) if isinstance(v, torch.Tensor) else v
             for v in values]
+
+
+def job_inputs(job: JudgeJob, module: ModuleType, seed: int, device: torch.device) -> list[Any]:
+    """``job``'s inputs from ``seed``: as KernelBench draws them (:func:`kernelbench_inputs`) where it is checked with
+    KernelBench's numbers (``JudgeJob.kernelbench_numerics``), else on the device (:func:`draw_inputs`)."""
+    return (kernelbench_inputs if job.kernelbench_numerics else draw_inputs)(module, seed, device)
 
 
 def allclose_mismatch(expected: Any, got: list[Any], atol: float, rtol: float) -> Mismatch | None:

@@ -23,11 +23,11 @@ from kernelgym.backends.store import judge_dir
 from kernelgym.verifier.candidate_side import run_call
 from kernelgym.verifier.compare import fingerprint, flatten_outputs
 from kernelgym.verifier.harness import CHECK_MODES, Harness, host_state, illegal_verdict, mismatch_verdict
-from kernelgym.verifier.kernelbench_numerics import kernelbench_inputs
+from kernelgym.verifier.kernelbench_numerics import job_inputs
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.sandboxed_task import TaskFailure
 from kernelgym.verifier.timing_audit import audit_claims
-from kernelgym.verifier.trial_inputs import Refresher, draw_inputs, tensor_bytes
+from kernelgym.verifier.trial_inputs import Refresher, tensor_bytes
 from kernelgym.verifier.twin import ReferenceTwin, TwinUnavailable
 
 __all__ = ["time_stage", "timed_calls", "MIN_RUNS", "PENDING_FLOOR_MS", "IDLE_SPIN_MS"]
@@ -104,8 +104,7 @@ def time_stage(h: Harness) -> None:
     per_call = statistics.median(h.reference_seconds) if h.reference_seconds else 0.01
     warmup = config.warmup + rng.randrange(0, 4)
     h.set_budget(config.timeouts.scaled(config.timeouts.time, per_call, 6 * ((config.runs or backend.default_runs) + warmup)))
-    draw = kernelbench_inputs if job.kernelbench_numerics else draw_inputs  # KernelBench's contract: its timing inputs
-    inputs = draw(h.reference, job.seeds[config.trials + 1], h.device)
+    inputs = job_inputs(job, h.reference, job.seeds[config.trials + 1], h.device)
     refresher = Refresher(h.reference, inputs, h.device, rng)
     with torch.no_grad():
         expected = h.reference_call(reference, inputs, mode, False)
