@@ -404,6 +404,20 @@ class CandidateSide(TaskCommands):
         return {"ok": True, "state": self._state_changes(), "unplaced": unplaced, "unfilled": unfilled, "constant": constant,
                 "differed": differed}
 
+    def cmd_place(self, seed: int) -> dict[str, Any]:
+        """KernelBench's move before each of its trials: seeded, ``ModelNew.to(device, dtype=torch.float32)``.
+
+        The move is not idle for every model: an RNN flattens its weights into new memory, so a CUDA graph
+        captured over the old weights reads freed memory afterwards (``level3/35_LSTM`` of CUDA-L1's answers).
+        """
+        assert self.model is not None
+        torch.manual_seed(seed)
+        try:
+            self.model.to(device=self.device, dtype=torch.float32)
+        except Exception as exc:
+            return {"ok": False, "error": "runtime", "message": f"ModelNew.to({self.device}, torch.float32) raised {error_line(exc)}"}
+        return {"ok": True, "state": self._state_changes()}
+
     def cmd_bind(self, inputs: list[Any], outputs: list[Any], descriptors: list[int] | None = None) -> dict[str, Any]:
         """Take the trusted side's input buffers and the buffers outputs are copied into on ``fetch``.
 

@@ -35,6 +35,7 @@ from kernelgym.verifier.harness import (
     Verdict,
     mismatch_verdict,
     redrawable_state,
+    require_ok,
     tolerances,
 )
 from kernelgym.verifier.job import JudgeJob
@@ -196,8 +197,8 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
             redrawn_trial = index == 0 and trial == _REDRAW_TRIAL and h.redraw_weights(reference)
             seed = job.seeds[1 + trial]
             inputs = job_inputs(job, h.reference, seed, h.device)
-            if job.kernelbench_numerics:  # KernelBench seeds again between drawing the inputs and the calls
-                reseed(seed)
+            if job.kernelbench_numerics:  # KernelBench seeds again, then moves both models, before the calls
+                _place_as_kernelbench(h, reference, seed)
             expected = h.reference_call(reference, inputs, training, grad)
             if not budget_set:  # the first reference call sets what the stage may cost
                 calls = 4 * config.trials * len(shapes)
@@ -227,6 +228,18 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
         setattr(h.reference, key, value)
     h.check_process("during the correctness trials")
     h.progress.correct = True
+
+
+def _place_as_kernelbench(h: Harness, reference: torch.nn.Module, seed: int) -> None:
+    """KernelBench's trial: seeded, the reference moved ``.to(device, dtype=torch.float32)``, seeded, ``ModelNew`` moved
+    the same way in its process, seeded (each trial, after its inputs are drawn)."""
+    reseed(seed)
+    reference.to(device=h.device, dtype=torch.float32)
+    reseed(seed)
+    reply = h.ask("place", seed)
+    require_ok(reply)
+    h.observe_state(reply, "while KernelBench's contract moved ModelNew to the device")
+    reseed(seed)
 
 
 def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir: Path,

@@ -3,7 +3,7 @@
 KernelBench's evaluator (``eval_kernel_against_ref``) builds both models after seeding 42, draws each of its five
 correctness trials' inputs with ``get_inputs()`` on the host after seeding that trial's seed (the five drawn with
 ``torch.randint`` after ``torch.manual_seed(42)``), casts the input tensors to fp32, moves them to the device, seeds
-again before the calls, and calls an output right when ``torch.allclose(output, output_new, atol=tol, rtol=tol)``.
+again and moves each model ``.to(device, dtype=torch.float32)`` before the calls, and calls an output right when ``torch.allclose(output, output_new, atol=tol, rtol=tol)``.
 The contract's check does the same, so an answer near the tolerance, or one whose result depends on the values
 drawn, gets the verdict KernelBench gives it. kernelgym's own check keeps fresh seeds (an answer cannot know its
 inputs) and its own comparison (:func:`~kernelgym.verifier.compare.compare_outputs`).

@@ -258,3 +258,16 @@ def test_kernelbench_s_contract_times_a_batchnorm_model_as_built(cache_dir: Path
         result = verifier.evaluate(task, answer)
     assert result.status is Status.OK and result.kernelbench_verdict is Status.OK, result.feedback
     assert "timed mode" in result.kernelbench_differs_by and result.kernelbench_speedup_eager is not None
+
+
+def test_kernelbench_s_contract_moves_the_models_before_every_trial(cache_dir: Path, cpu_suite) -> None:
+    """KernelBench calls ``.to(device, dtype=torch.float32)`` on both models before each of its trials; an answer whose
+    first call's state goes stale at a move (CUDA-L1's ``level3/35_LSTM``: a CUDA graph over an LSTM whose weights
+    every move flattens anew) fails there from its second trial on (kernelgym's own trials move it at the redraw)."""
+    fields, text = _sample("state_lost_on_move")
+    kernelbench_expected = re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1)
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        result = verifier.evaluate(cpu_suite[fields["task"]], text)
+    assert result.status is Status(fields["expect"]), result.feedback
+    assert result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
+    assert "KernelBench's torch.allclose" in result.feedback and "trial 2 (seed" in result.feedback.split("Under KernelBench")[1]
