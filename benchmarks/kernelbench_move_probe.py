@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(line), flush=True)
                 if args.out:
                     with open(args.out, "a") as handle:
-                        handle.write(json.dumps({"record": "probe", "answer": f"cudal1:level{args.level}/{args.task}", **line}) + "\n")
+                        handle.write(json.dumps({"record": "probe", "probe_of": f"cudal1:level{args.level}/{args.task}", **line}) + "\n")
     return 0
 
 

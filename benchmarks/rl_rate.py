@@ -366,6 +366,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--judges-per-device", type=int, default=1, metavar="K",
                         help="judges per device, checking side by side and each timing alone (default: 1)")
     parser.add_argument("--workers", type=int, default=None, help="judge workers (default: --judges-per-device per device)")
+    parser.add_argument("--runs", type=int, default=None,
+                        help="timed calls per program (default: the backend's, fitted to the timing budget; an RL loop may time fewer)")
     parser.add_argument("--cache-dir", default="", help="kernelgym's build cache (default: $KERNELGYM_CACHE or ~/.cache/kernelgym)")
     parser.add_argument("--deadline-s", type=float, default=0.0,
                         help="after this many seconds of the call submit nothing and wait for no verdict (0: none)")
@@ -430,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if verifier is not None:
                     verifier.close()
                 options = {"devices": args.devices} if args.devices else {}
-                verifier = Verifier(backend=args.backend, config=VerifierConfig(rules=args.rules), num_workers=args.workers,
+                verifier = Verifier(backend=args.backend, config=VerifierConfig(rules=args.rules, runs=args.runs), num_workers=args.workers,
                                     cache_dir=cache, judges_per_device=judges, **options)
             try:
                 done = run_phase(phase, verifier, args, deadline, on_record)

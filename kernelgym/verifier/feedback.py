@@ -117,9 +117,10 @@ def with_contract(result: EvalResult, kb_status: Status, kb_speedup: float | Non
     (``reason``: why the contract's verdict is not ``ok``, where it is not)."""
     timed = f", speedup {kb_speedup:.3f}x" if kb_speedup is not None else ""
     why = f" ({reason})" if reason and kb_status is not Status.OK else ""
+    differs = (f"the two verdicts agree; the speedups differ by {differs_by}." if kb_status is result.status else
+               f"the strict verdict differs by {differs_by}, a check KernelBench does not make.")
     line = (f"Under KernelBench's own contract (its seeds and inputs, the weights ModelNew's own __init__ makes from its "
-            f"seed, the model called as built, the task's own shapes, torch.allclose) this answer is {kb_status.value}{timed}{why}; the strict verdict differs by {differs_by}, "
-            "a check KernelBench does not make.")
+            f"seed, the model called as built, the task's own shapes, torch.allclose) this answer is {kb_status.value}{timed}{why}; {differs}")
     return result.with_changes(kernelbench_status=kb_status.value, kernelbench_speedup=kb_speedup,
                                kernelbench_differs_by=differs_by, feedback=f"{result.feedback}\n{line}")
 
