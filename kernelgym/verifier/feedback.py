@@ -117,7 +117,8 @@ def with_contract(result: EvalResult, kb_status: Status, kb_speedup: float | Non
     (``reason``: why the contract's verdict is not ``ok``, where it is not)."""
     timed = f", speedup {kb_speedup:.3f}x" if kb_speedup is not None else ""
     why = f" ({reason})" if reason and kb_status is not Status.OK else ""
-    differs = (f"the two verdicts agree; the speedups differ by {differs_by}." if kb_status is result.status else
+    both_ok = kb_status is Status.OK and result.status is Status.OK
+    differs = (f"the two verdicts agree; the speedups differ by {differs_by}." if both_ok else
                f"the strict verdict differs by {differs_by}, a check KernelBench does not make.")
     line = (f"Under KernelBench's own contract (its seeds and inputs, the weights ModelNew's own __init__ makes from its "
             f"seed, the model called as built, the task's own shapes, torch.allclose) this answer is {kb_status.value}{timed}{why}; {differs}")

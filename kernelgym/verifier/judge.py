@@ -231,15 +231,15 @@ def _check(h: Harness, modes: tuple[tuple[bool, bool], ...] = CHECK_MODES) -> No
 
 
 def _place_as_kernelbench(h: Harness, reference: torch.nn.Module, seed: int) -> None:
-    """KernelBench's trial: seeded, the reference moved ``.to(device, dtype=torch.float32)``, seeded, ``ModelNew`` moved
-    the same way in its process, seeded (each trial, after its inputs are drawn)."""
+    """KernelBench's trial: seeded, the reference moved ``.to(device, dtype=torch.float32)``, seeded again (the calls
+    start from there), ``ModelNew`` moved the same way in its process after seeding it (each trial, after its inputs
+    are drawn)."""
     reseed(seed)
     reference.to(device=h.device, dtype=torch.float32)
     reseed(seed)
     reply = h.ask("place", seed)
     require_ok(reply)
     h.observe_state(reply, "while KernelBench's contract moved ModelNew to the device")
-    reseed(seed)
 
 
 def judge(job: JudgeJob, candidate: CandidateChannel, build_root: Path, work_dir: Path,
@@ -333,8 +333,7 @@ def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violatio
     (:func:`~kernelgym.verifier.timing_stage.time_stage` under its numbers: as built, autograd on, each call from an
     idle device, the mean): where the strict one is ``ok`` (KernelBench's numbers can still find it wrong: its
     comparison does not scale the tolerance to the output's magnitude), or failed the check on a check KernelBench
-    does not make. ``None``
-    where the two cannot differ: the answer failed before its check (it did not build, broke a rule, timed out) or
+    does not make. ``None`` where the two cannot differ: the answer failed before its check (it did not build, broke a rule, timed out) or
     failed it with an error on the task's own shape, or this is already the contract's judgement.
     Returns (status, speedup, what separates the verdicts, why the contract's verdict is not ``ok`` where it is not).
     """

@@ -81,12 +81,13 @@ def _time_reference(h: Harness, reference: torch.nn.Module, inputs: list[Any], r
     :func:`run_call` on freshly refreshed inputs, unwatched and unpoisoned; ms per call."""
     tracker = KernelTracker()
     times = []
+    as_kernelbench = _as_kernelbench(h)
     with torch.no_grad():
         for i in range(warmup + calls):
             refresher.refresh(inputs)
             h.backend.synchronize()
-            _, reply = run_call(reference, inputs, h.backend, tracker, _mode(h), _as_kernelbench(h), python_guard=False,
-                                poison=False, idle_start=_as_kernelbench(h))
+            _, reply = run_call(reference, inputs, h.backend, tracker, _mode(h), as_kernelbench, python_guard=False,
+                                poison=False, idle_start=as_kernelbench)
             if i >= warmup:
                 times.append(float(reply["ms"]))
     return times
