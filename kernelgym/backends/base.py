@@ -91,7 +91,7 @@ class HostTimer:
     def __init__(self) -> None:
         self.begin = self.end = 0.0
 
-    def flush(self, lead_in: bool = True) -> None:
+    def flush(self) -> None:
         """Nothing to evict on a host device."""
 
     def start(self) -> None:

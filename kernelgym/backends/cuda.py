@@ -231,10 +231,9 @@ class EventTimer:
         self.begin = api.Event(enable_timing=True)
         self.end = api.Event(enable_timing=True)
 
-    def flush(self, lead_in: bool = True) -> None:
-        """Queue the lead-in (unless ``lead_in`` is false), then overwrite the flush buffer (evicts every line of L2);
-        nothing is waited for."""
-        if lead_in and self.lead_in_cycles:
+    def flush(self) -> None:
+        """Queue the lead-in, then overwrite the flush buffer (evicts every line of L2); nothing is waited for."""
+        if self.lead_in_cycles:
             self.api._sleep(self.lead_in_cycles)
         self.flush_buffer.zero_()
 

@@ -172,8 +172,7 @@ def call_signature(values: list[Any]) -> tuple:
 
 def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracker: KernelTracker, training: bool | None, grad: bool,
              observer: Any = None, python_guard: bool = True, take: list[Any] | None = None,
-             poison: bool = True, release: list[Any] | None = None, flush: bool = True,
-             idle_start: bool = False) -> tuple[list[Any], dict[str, Any]]:
+             poison: bool = True, release: list[Any] | None = None, flush: bool = True) -> tuple[list[Any], dict[str, Any]]:
     """One forward as every call is made: poison memory, flush caches, guard, time, settle, take the outputs.
 
     Nothing of ``model``'s runs outside the watched region but its forward: its mode is set
@@ -188,9 +187,7 @@ def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracke
     H100 a 6.4 GB one cost from 1 to 20 ms, varying from call to call). ``poison=False``
     (the judge's own reference calls, whose outputs are trusted) keeps that allocator
     preparation and skips the filling. ``flush=False`` leaves out the cache flush before the call (a
-    profiled call, whose kernels must be the forward's alone). ``idle_start`` times the call as KernelBench's
-    ``time_execution_with_cuda_event`` does: the device waited for after the poisoning, the flush queued without a
-    lead-in, so what the call's host path costs beyond the flush shows in its time.
+    profiled call, whose kernels must be the forward's alone).
 
     What is timed is the forward alone, as KernelBench times it (device events around
     the call, or the host clock). Two guards can watch it: ``observer``, the native ATen
@@ -219,10 +216,8 @@ def run_call(model: torch.nn.Module, inputs: list[Any], backend: Backend, tracke
         if release is not None:
             release.clear()  # before the poisoning: the memory it frees is poisoned too
         backend.poison_memory((call_signature(inputs), training, grad), fill=poison)
-        if idle_start:
-            backend.synchronize()
         if flush:
-            timer.flush(lead_in=not idle_start)
+            timer.flush()
         with torch.set_grad_enabled(grad), tracker.watching(), (guard if guard is not None else contextlib.nullcontext()):
             timer.start()
             output = model(*inputs)
@@ -435,18 +430,17 @@ class CandidateSide(TaskCommands):
         self.held, self.kept = [*self.held, *self.kept], []
         return {"ok": True}
 
-    def cmd_call(self, training: bool | None, grad: bool, python_guard: bool = True, idle_start: bool = False) -> dict[str, Any]:
+    def cmd_call(self, training: bool | None, grad: bool, python_guard: bool = True) -> dict[str, Any]:
         """One forward, always the same way (see :func:`run_call`); its outputs are taken into the judge's buffers at return.
 
-        ``python_guard=False`` is honoured only where the native observer watches the call; ``idle_start``: see
-        :func:`run_call`.
+        ``python_guard=False`` is honoured only where the native observer watches the call.
         """
         assert self.model is not None
         release, self.held, self.kept = [*self.held, *self.kept], [], []
         if inert(release):  # plain tensors: let go here, as the reference's twin does, outside the measured call
             release = None
         try:
-            leaves, reply = self._made_call(self.model, self.tracker, training, grad, python_guard, release, idle_start)
+            leaves, reply = self._made_call(self.model, self.tracker, training, grad, python_guard, release)
         except NotPlainOutput as exc:
             return _not_plain(exc)
         except ForbiddenSymbolsError as exc:
@@ -460,11 +454,11 @@ class CandidateSide(TaskCommands):
         return reply
 
     def _made_call(self, model: torch.nn.Module, tracker: KernelTracker, training: bool | None, grad: bool,
-                   python_guard: bool, release: list[Any] | None = None, idle_start: bool = False) -> tuple[list[Any], dict[str, Any]]:
+                   python_guard: bool, release: list[Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
         """:func:`run_call` on the working inputs, whatever ``forward`` did to them copied back where the judge looks."""
         inputs = self._working_inputs()
         leaves, reply = run_call(model, inputs, self.backend, tracker, training, grad, self.observer,
-                                 python_guard or self.observer is None, self.outputs, release=release, idle_start=idle_start)
+                                 python_guard or self.observer is None, self.outputs, release=release)
         for shared, working in zip(self.inputs, inputs, strict=True):
             if working is not shared:
                 shared.copy_(working)

@@ -481,8 +481,7 @@ class Harness:
         (:meth:`~kernelgym.verifier.candidate_side.CandidateSide.cmd_reuse`), as the reference's twin does."""
         require_ok(self.ask("reuse"))
 
-    def call(self, inputs: list[Any], training: bool | None, grad: bool, python_guard: bool = True,
-             idle_start: bool = False) -> tuple[dict[str, Any], float]:
+    def call(self, inputs: list[Any], training: bool | None, grad: bool, python_guard: bool = True) -> tuple[dict[str, Any], float]:
         """One candidate call on ``inputs`` (copied into the shared buffers); returns its reply and the judge's own ms.
 
         The judge's own measure (:meth:`measured`) is the wall time of the request on a device and, on a
@@ -493,7 +492,7 @@ class Harness:
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
         self.backend.synchronize()
-        reply, own = self.measured("call", training, grad, python_guard, idle_start)
+        reply, own = self.measured("call", training, grad, python_guard)
         require_ok(reply)
         self.check_watched(reply)
         calls = int(reply.get("kernel_calls", 0))

@@ -310,14 +310,16 @@ def _stages(h: Harness, job: JudgeJob, backend: Backend, progress: Progress) -> 
     return result
 
 
-TIMING_DIFFERS = ("the timing (kernelgym credits the device's work: eval mode, no autograd, calls launched behind "
-                  "device work, the median; KernelBench times the model as built with autograd on, each call from an "
-                  "idle device, the mean)")
-"""What separates the two judgements of an answer right under both: only how it was timed."""
-
 _KERNELBENCH_MODES = ((None, False),)
 """KernelBench calls models as they were built, neither ``train()`` nor ``eval()`` called (``None``: a module its
 ``__init__`` put in eval mode stays there), under ``torch.no_grad``."""
+
+
+def _mode_matters(reference: torch.nn.Module) -> bool:
+    """Whether ``reference`` computes otherwise in training mode (BatchNorm, dropout): kernelgym times in eval mode,
+    KernelBench as built."""
+    kinds = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.modules.dropout._DropoutNd)
+    return any(isinstance(module, kinds) for module in reference.modules())
 
 
 def _mode_words(training: bool | None) -> str:
@@ -329,17 +331,21 @@ def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violatio
 
     The answer is checked again as KernelBench checks it (:func:`contract_job`: the weights ``ModelNew`` made at
     construction from the models' seed, the task's own shapes, KernelBench's seeds, inputs and ``torch.allclose``, its
-    mode: the modules as built, no gradients), every hack defense on, and timed as KernelBench times
-    (:func:`~kernelgym.verifier.timing_stage.time_stage` under its numbers: as built, autograd on, each call from an
-    idle device, the mean): where the strict one is ``ok`` (KernelBench's numbers can still find it wrong: its
-    comparison does not scale the tolerance to the output's magnitude), or failed the check on a check KernelBench
-    does not make. ``None`` where the two cannot differ: the answer failed before its check (it did not build, broke a rule, timed out) or
+    mode: the modules as built, no gradients), every hack defense on, and timed where the strict verdict has no timing of
+    it: where the strict one is ``ok`` (KernelBench's numbers can still find it wrong: its comparison does not scale
+    the tolerance to the output's magnitude), or failed the check on a check KernelBench does not make. ``None``
+    where the two cannot differ: the answer failed before its check (it did not build, broke a rule, timed out) or
     failed it with an error on the task's own shape, or this is already the contract's judgement.
     Returns (status, speedup, what separates the verdicts, why the contract's verdict is not ``ok`` where it is not).
     """
     if not h.progress.compiled or h.job.build_only or h.job.kernelbench_numerics:
         return None
-    if status is Status.OK:  # checked and timed again: KernelBench's numbers, and its timing, may differ
+    timed = True
+    if status is Status.OK:  # the strict timing stands, unless the weights or the timed mode differ
+        try:
+            timed = h.own_weights_differ or _mode_matters(h.initial_reference())
+        except Exception:  # the reference not built again here: its strict timing stands
+            timed = h.own_weights_differ
         differs_by = ("the reference's weights copied into `ModelNew` (its own `__init__` makes others from the same "
                       "seed, and KernelBench keeps those)" if h.own_weights_differ else
                       "kernelgym's comparison (fresh inputs; a tolerance scaled to the output's magnitude)")
@@ -363,8 +369,10 @@ def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violatio
     try:
         with h.stage("check", h.config.timeouts.check):
             _check(h, _KERNELBENCH_MODES)
-        if status is Status.OK and not h.own_weights_differ:  # right both ways: only the timing differs
-            differs_by = TIMING_DIFFERS
+        if not timed:
+            return None  # ok both ways: the strict verdict's figures are the contract's
+        if status is Status.OK and not h.own_weights_differ:  # right both ways, timed in another mode
+            differs_by = "the timed mode (kernelgym times the model in eval mode, KernelBench as built)"
         if h.config.timing:
             with h.stage("time", h.config.timeouts.time):
                 time_stage(h)

@@ -68,26 +68,16 @@ def _mode(h: Harness) -> bool | None:
     return None if h.job.kernelbench_numerics else False
 
 
-def _as_kernelbench(h: Harness) -> bool:
-    """Whether calls are timed as KernelBench's ``time_execution_with_cuda_event`` times them (under its contract):
-    autograd on (it times outside ``torch.no_grad``), each call launched after the device is waited for and L2 flushed,
-    with no lead-in, so what a call's host path costs beyond the flush counts; the mean of the timed calls, not the
-    median. kernelgym's own timing credits the device's work: grad off, a lead-in, the median."""
-    return h.job.kernelbench_numerics
-
-
 def _time_reference(h: Harness, reference: torch.nn.Module, inputs: list[Any], refresher: Refresher, calls: int, warmup: int) -> list[float]:
     """A reference (itself, to count the timed calls; ``torch.compile`` of it, for the baseline) timed here through
     :func:`run_call` on freshly refreshed inputs, unwatched and unpoisoned; ms per call."""
     tracker = KernelTracker()
     times = []
-    as_kernelbench = _as_kernelbench(h)
     with torch.no_grad():
         for i in range(warmup + calls):
             refresher.refresh(inputs)
             h.backend.synchronize()
-            _, reply = run_call(reference, inputs, h.backend, tracker, _mode(h), as_kernelbench, python_guard=False,
-                                poison=False, idle_start=as_kernelbench)
+            _, reply = run_call(reference, inputs, h.backend, tracker, _mode(h), False, python_guard=False, poison=False)
             if i >= warmup:
                 times.append(float(reply["ms"]))
     return times
@@ -105,7 +95,7 @@ def time_stage(h: Harness) -> None:
     if not backend.timing_meaningful:
         progress.flags.append("timing-not-meaningful")
         return
-    mode, as_kernelbench = _mode(h), _as_kernelbench(h)
+    mode = _mode(h)
     reference = h.models({})  # both programs afresh at the task's own shapes
     if mode is not None:
         reference.eval()
@@ -153,12 +143,11 @@ def time_stage(h: Harness) -> None:
                     if twin is not None:
                         twin.probe(mode)
                 twin_first = twin is not None and rng.random() < 0.5  # neither program always follows the other
-                twin_ms = (twin.call(inputs, i in watched, i in reread, mode, as_kernelbench, as_kernelbench)
-                           if twin_first else None)
-                reply, own = h.call(inputs, mode, as_kernelbench, python_guard=i in watched, idle_start=as_kernelbench)
+                twin_ms = twin.call(inputs, i in watched, i in reread, training=mode) if twin_first else None
+                reply, own = h.call(inputs, mode, False, python_guard=i in watched)
                 call_cpu.append(own)
                 if twin is not None and twin_ms is None:
-                    twin_ms = twin.call(inputs, i in watched, i in reread, mode, as_kernelbench, as_kernelbench)
+                    twin_ms = twin.call(inputs, i in watched, i in reread, training=mode)
                 # The reference, right beside the candidate on the same inputs: on a host, its time is the twin's
                 # (the same kind of process, the same request, the same guards: credited only where the
                 # candidate's is); on a device, timed here the same way (unwatched and unpoisoned: it is trusted). Its output
@@ -166,8 +155,7 @@ def time_stage(h: Harness) -> None:
                 outputs: Any = None
                 if twin is None or i in checked:
                     h.backend.synchronize()
-                    outputs, ref_reply = run_call(reference, inputs, backend, tracker, mode, as_kernelbench, python_guard=False,
-                                                  poison=False, idle_start=as_kernelbench)
+                    outputs, ref_reply = run_call(reference, inputs, backend, tracker, mode, False, python_guard=False, poison=False)
                 if twin is None and i >= warmup:
                     ref_times.append(float(ref_reply["ms"]))
                 if i not in watched:
@@ -211,8 +199,6 @@ def time_stage(h: Harness) -> None:
         new_ms = wall_ms
         claims_credited = False
     # With a twin (a host), the credited rounds' two times are ref_times and reported, round by round.
-    if as_kernelbench and claims_credited:  # KernelBench's figure: the mean of its timed calls, each program's
-        ref_ms, new_ms = statistics.fmean(ref_times), statistics.fmean(reported)
     ratio = paired_ratio(list(zip(ref_times, reported, strict=True))) if twin is not None and claims_credited else None
     if ratio is not None:
         # On a host both programs' calls of a round ran back to back on one CPU: the reference's time is the credited

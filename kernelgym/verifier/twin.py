@@ -61,8 +61,7 @@ class ReferenceTwin:
         self.local_inputs, _, remote = share_buffers(self.process, inputs, outputs)
         self._ask("bind", *remote)
 
-    def call(self, inputs: list[Any], python_guard: bool, fetch: bool, training: bool | None = False, grad: bool = False,
-             idle_start: bool = False) -> float:
+    def call(self, inputs: list[Any], python_guard: bool, fetch: bool, training: bool | None = False, grad: bool = False) -> float:
         """One call on ``inputs`` (copied into its buffers), watched as the candidate's call is; its ms.
 
         ``fetch``: the outputs are then fetched, as the candidate's are when they are read again (the twin
@@ -71,7 +70,7 @@ class ReferenceTwin:
         for dst, src in zip(self.local_inputs, inputs, strict=True):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
-        ms = float(self._ask("call", training, grad, python_guard, idle_start)["ms"])
+        ms = float(self._ask("call", training, grad, python_guard)["ms"])
         if fetch:
             self._ask("fetch")
         return ms

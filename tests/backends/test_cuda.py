@@ -133,8 +133,8 @@ class RecordingBackend(Backend):
         backend = self
 
         class Timer:
-            def flush(self, lead_in: bool = True) -> None:
-                backend.log.append("flush" if lead_in else "flush, no lead-in")
+            def flush(self) -> None:
+                backend.log.append("flush")
 
             def start(self) -> None:
                 backend.log.append("start")
@@ -182,10 +182,6 @@ def test_every_call_is_made_the_same_way_with_flush_and_poison_outside_the_timed
     backend.log.clear()
     run_call(Model(), [torch.ones(3)], backend, KernelTracker(), False, False, python_guard=False, poison=False)
     assert backend.log == ["prepare", "flush", "start", "forward", "stop", "settle"]
-    # Timed as KernelBench times (its contract): the device waited for after the poisoning, the flush without a lead-in.
-    backend.log.clear()
-    run_call(Model(), [torch.ones(3)], backend, KernelTracker(), None, True, python_guard=False, idle_start=True)
-    assert backend.log == ["poison", "sync", "flush, no lead-in", "start", "forward", "stop", "settle"]
 
 
 class FakeAllocatorApi:
@@ -358,7 +354,3 @@ def test_the_lead_in_is_queued_before_the_flush_and_the_start_event(with_sleep: 
     timer.flush()
     timer.start()
     assert log == (["sleep 1980000"] if with_sleep else []) + ["zero", "record"]
-    # KernelBench's way (its contract's timing): the flush alone, no lead-in.
-    log.clear()
-    timer.flush(lead_in=False)
-    assert log == ["zero"]

@@ -23,7 +23,6 @@ from kernelgym.executor.local import LocalExecutor
 from kernelgym.executor.registry import PoolSettings
 from kernelgym.tasks import load_task_file
 from kernelgym.verifier import Status, VerifierConfig
-from kernelgym.verifier.judge import TIMING_DIFFERS
 
 pytestmark = pytest.mark.slow
 
@@ -141,9 +140,9 @@ def test_under_the_kernelbench_preset_a_result_carries_the_verdict_of_kernelbenc
     assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
     assert result.kernelbench_differs_by == "`weights-cached`" and "KernelBench's own contract" in result.feedback
     assert result.kernelbench_speedup_eager is not None and result.kernelbench_speedup_eager > 0
-    # Where both verdicts agree, the result says so; its speedup under the contract is timed as KernelBench times.
-    assert honest.status is Status.OK and honest.kernelbench_verdict is Status.OK, honest.feedback
-    assert honest.kernelbench_differs_by == TIMING_DIFFERS and honest.kernelbench_speedup_eager is not None
+    # Where both contracts agree, the result says so without a second check.
+    assert honest.status is Status.OK and honest.kernelbench_verdict is Status.OK and honest.kernelbench_status is None
+    assert honest.kernelbench_speedup_eager == honest.speedup_eager
 
 
 def test_kernelbench_s_contract_keeps_the_weights_the_answer_s_own_init_made(cache_dir: Path, cpu_suite) -> None:
@@ -171,9 +170,8 @@ def test_an_answer_right_only_with_the_reference_s_weights_copied_in_is_wrong_un
         same_order = verifier.evaluate(task, text.replace("torch.randn(out_features) * 0.0", "torch.zeros(out_features)"))
     assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
     assert "weights copied into `ModelNew`" in result.kernelbench_differs_by
-    # Its own __init__ drawing the reference's weights, the copy changes nothing: the verdicts agree, only the timing differs.
-    assert same_order.status is Status.OK and same_order.kernelbench_verdict is Status.OK, same_order.feedback
-    assert same_order.kernelbench_differs_by == TIMING_DIFFERS
+    # Its own __init__ drawing the reference's weights, the copy changes nothing: no second check, the verdicts agree.
+    assert same_order.status is Status.OK and same_order.kernelbench_status is None, same_order.feedback
 
 
 def test_an_answer_illegal_only_by_a_rule_kernelbench_lacks_is_judged_under_its_contract(cache_dir: Path, cpu_suite) -> None:
@@ -221,8 +219,8 @@ def test_an_answer_within_kernelgym_s_tolerance_but_not_kernelbench_s_allclose_i
     """KernelBench's check is ``torch.allclose`` on its own seeds' inputs; kernelgym scales its tolerance to the output's
     magnitude. The bundled cumsum answer off by 5e-3 on long scans (the task's own shape: outputs of mean magnitude
     about 50), exact on short ones, is within kernelgym's tolerance (the task's 1e-3, scaled) and beyond KernelBench's
-    ``allclose`` at that tolerance on the small elements. An ``ok`` answer is checked and timed again KernelBench's
-    way."""
+    ``allclose`` at that tolerance on the small elements. An ``ok`` answer is checked again KernelBench's way, its
+    strict timing kept."""
     task = cpu_suite["level1/20_Cumsum"]
     exact = task.solution("cpp").replace("#include <torch/extension.h>", f"#include <torch/extension.h>\n// {secrets.token_hex(8)}")
     off = exact.replace("o[off + i] = (float)acc[i];", "o[off + i] = (float)(acc[i] + (r > 1024 ? 5e-3 : 0.0));")
@@ -232,8 +230,7 @@ def test_an_answer_within_kernelgym_s_tolerance_but_not_kernelbench_s_allclose_i
         right = verifier.evaluate(task, exact)
     assert result.status is Status.OK and result.kernelbench_verdict is Status.INCORRECT, result.feedback
     assert "kernelgym's comparison" in result.kernelbench_differs_by and "torch.allclose" in result.feedback
-    assert right.status is Status.OK and right.kernelbench_verdict is Status.OK, right.feedback  # right both ways
-    assert right.kernelbench_differs_by == TIMING_DIFFERS
+    assert right.status is Status.OK and right.kernelbench_status is None, right.feedback  # right both ways: one verdict
 
 
 def test_kernelbench_s_contract_calls_the_model_as_built(cache_dir: Path, cpu_suite) -> None:
@@ -260,7 +257,7 @@ def test_kernelbench_s_contract_times_a_batchnorm_model_as_built(cache_dir: Path
     with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config("kernelbench")) as verifier:
         result = verifier.evaluate(task, answer)
     assert result.status is Status.OK and result.kernelbench_verdict is Status.OK, result.feedback
-    assert result.kernelbench_differs_by == TIMING_DIFFERS and result.kernelbench_speedup_eager is not None
+    assert "timed mode" in result.kernelbench_differs_by and result.kernelbench_speedup_eager is not None
 
 
 def test_kernelbench_s_contract_moves_the_models_before_every_trial(cache_dir: Path, cpu_suite) -> None:
@@ -278,20 +275,17 @@ def test_kernelbench_s_contract_moves_the_models_before_every_trial(cache_dir: P
     assert "the strict verdict differs by `initial-weights-assumed`" in result.feedback, result.feedback
 
 
-def test_kernelbench_s_contract_times_with_autograd_on(cache_dir: Path) -> None:
-    """KernelBench times outside ``torch.no_grad``: an answer right both ways whose forward does much more work when
-    autograd records is timed that way under the contract, and only there (kernelgym times with autograd off)."""
+def test_kernelbench_s_contract_checks_and_times_without_autograd(cache_dir: Path) -> None:
+    """KernelBench checks its trials under ``torch.no_grad`` and never reads a timed call's output (CUDA-L1's
+    ``level2/96``: a half-precision path taken only while autograd records). kernelgym's rules refuse the downgrade;
+    under KernelBench's contract the answer is checked and timed without autograd, and is right, as KernelBench
+    finds it."""
     task = load_task_file(Path(__file__).parent / "batchnorm_task.py")
     answer = task.source.replace("class Model(", "class ModelNew(").replace(
         "        return self.norm(self.linear(x))",
-        "        if torch.is_grad_enabled():  # work a call without autograd skips (50 products of 256 x 256)\n"
-        "            w = torch.full((256, 256), 1e-3)\n"
-        "            for _ in range(50):\n"
-        "                w = w @ w\n"
-        "        return self.norm(self.linear(x))")
+        "        out = self.norm(self.linear(x))\n"
+        "        return out.half() if torch.is_grad_enabled() else out  # another path under autograd")
     with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config("kernelbench")) as verifier:
         result = verifier.evaluate(task, answer)
-    assert result.status is Status.OK and result.kernelbench_verdict is Status.OK, result.feedback
-    assert result.kernelbench_differs_by == TIMING_DIFFERS and "the two verdicts agree" in result.feedback
-    # 50 products of 256 x 256 (about 1.7 GFLOP) against a 64 x 256 linear layer: far slower only where timed with autograd
-    assert result.kernelbench_speedup_eager < 0.25 * result.speedup_eager, result.feedback
+    assert result.status is Status.ILLEGAL and result.kernelbench_verdict is Status.OK, result.feedback
+    assert result.kernelbench_differs_by == "`precision-downgrade`" and result.kernelbench_speedup_eager is not None
