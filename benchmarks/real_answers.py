@@ -345,6 +345,31 @@ def kernelbench_spread(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "over_5_percent": sum(d > 0.05 for d in deviations.values())}
 
 
+def against_kernelbench_median(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """kernelgym's latest speedup under KernelBench's contract against the median of KernelBench's speedups, on answers
+    KernelBench called correct in two judgements or more (its run-to-run spread shrunk by its own median).
+
+    Example:
+        >>> rs = [{"phase": "kernelbench", "answer": "a", "status": "ok", "speedup": s} for s in (1.0, 1.2, 1.1)]
+        >>> rs.append({"phase": "kernelgym", "answer": "a", "status": "ok", "kernelbench_speedup": 1.0})
+        >>> against_kernelbench_median(rs)["median_abs_deviation"]
+        0.0909
+    """
+    speedups: dict[str, list[float]] = {}
+    mine: dict[str, float] = {}
+    for r in records:
+        if r["phase"] == "kernelbench" and r["status"] == "ok" and r.get("speedup"):
+            speedups.setdefault(r["answer"], []).append(r["speedup"])
+        elif r["phase"] == "kernelgym" and r["status"] != "not_run":
+            mine.pop(r["answer"], None)
+            speedup = r.get("kernelbench_speedup") or r.get("speedup")
+            if contract_verdict(r) == "ok" and speedup:
+                mine[r["answer"]] = speedup
+    deviations = [abs(mine[a] / statistics.median(s) - 1.0) for a, s in speedups.items() if len(s) > 1 and a in mine]
+    return {"answers": len(deviations),
+            "median_abs_deviation": round(statistics.median(deviations), 4) if deviations else None}
+
+
 def _statuses(records: Iterable[dict[str, Any]]) -> list[str]:
     """Every kernelgym status, then any other status the records hold (``harness_error``)."""
     seen = {r["status"] for r in records} | {contract_verdict(r) for r in records}
@@ -475,6 +500,7 @@ def summarize(records: Sequence[dict[str, Any]], totals: Sequence[dict[str, Any]
         "verdict_agreement": verdict_agreement(pairs),
         "speedup_agreement": speedup_agreement(pairs),
         "kernelbench_spread": kernelbench_spread(records),
+        "against_kernelbench_median": against_kernelbench_median(records),
         "throughput": throughput(totals),
         "timeouts_on_kernelbench_correct": sorted(a["answer"] for a, b in pairs if b["status"] == "ok" and "timeout" in
                                                   (a["status"], contract_verdict(a))),
@@ -520,6 +546,9 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]], 
     lines += [f"- KernelBench's evaluator against itself (answers it called correct in two judgements or more): "
               f"{spread['answers']} answers, median |last / first - 1|: {spread['median_abs_deviation']}, "
               f"beyond 5%: {spread['over_5_percent']}"]
+    median = summary["against_kernelbench_median"]
+    lines += [f"- kernelgym against the median of KernelBench's judgements (answers it called correct twice or more): "
+              f"{median['answers']} answers, median |speedup_kg / median speedup_kb - 1|: {median['median_abs_deviation']}"]
     t = summary["throughput"]
     lines += ["", f"## Throughput, cold (the {t['calls']} calls that ran both judges)", "",
               "| judge | answers | wall s | answers/min |", "| --- | --- | --- | --- |"]
