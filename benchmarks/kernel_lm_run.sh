@@ -3,18 +3,18 @@
 # the start model judged on held-out tasks, RL runs side by side (the full method, no MirrorPop, no BDR), each RL'd
 # model judged on the same tasks. benchmarks/kernel_lm_report.py turns the folder into the record's tables and plot.
 #
-#   benchmarks/kernel_lm_run.sh CORPUS_DIR KERNELBENCH_DIR OUT_DIR [GPU_A GPU_B]
+#   benchmarks/kernel_lm_run.sh CORPUS_DIR KERNELBENCH_DIR OUT_DIR [GPU_A GPU_B]   (one GPU: give it twice)
 #
 # CORPUS_DIR holds train.jsonl, train/ and held_out/ (python -m kernelgym.training.corpus ... --suite-dir, see
 # docs/kernel_lm.md); KERNELBENCH_DIR a KernelBench tree (level1/). Environment: RL_MINUTES (8), RL_SEEDS_FULL
-# (0 1 2), RL_SEEDS_ABLATION (0 1), HELD_OUT (comma-separated task ids of CORPUS_DIR/held_out; default: the first
+# (0 1 2), RL_SEEDS_ABLATION (0 1), RATE (1; 0: no rate phases), HELD_OUT (comma-separated task ids of CORPUS_DIR/held_out; default: the first
 # task of each of its first 32 op compositions), COMMIT (recorded by rl_rate.py outside a git checkout), and options
-# added to each command: KERNEL_LM_ARGS (training), RL_ARGS (each RL run), RATE_ARGS (rl_rate.py).
+# added to each command: KERNEL_LM_ARGS (training), RL_ARGS (each RL run), RATE_ARGS (rl_rate.py); PYTHON (python3).
 set -uo pipefail
-corpus=$1 kb=$2 out=$3 ga=${4:-0} gb=${5:-1}
+corpus=$1 kb=$2 out=$3 ga=${4:-0} gb=${5:-1} py=${PYTHON:-python3}
 mkdir -p "$out"
-kg() { python -c "import sys; from kernelgym.cli import main; sys.exit(main())" "$@"; }
-held_out=${HELD_OUT:-$(python - "$corpus/held_out/level1" <<'EOF'
+kg() { "$py" -c "import sys; from kernelgym.cli import main; sys.exit(main())" "$@"; }
+held_out=${HELD_OUT:-$("$py" - "$corpus/held_out/level1" <<'EOF'
 import os, sys
 files = sorted(os.listdir(sys.argv[1]), key=lambda f: int(f.split("_")[0]))
 first = {}
@@ -23,7 +23,7 @@ for f in files:
 print(",".join(list(first.values())[:32]))
 EOF
 )}
-kb_tasks=$(python -c 'from kernelgym.training.corpus import kernelbench_task_ids; print(",".join(kernelbench_task_ids()))')
+kb_tasks=$("$py" -c 'from kernelgym.training.corpus import kernelbench_task_ids; print(",".join(kernelbench_task_ids()))')
 commit=()
 [ -n "${COMMIT:-}" ] && commit=(--commit "$COMMIT")
 
@@ -36,20 +36,24 @@ evaluate() {  # name model gpu bench-options...
 }
 rl() {  # name gpu options...
   local name=$1 gpu=$2; shift 2
-  CUDA_VISIBLE_DEVICES=$gpu python examples/kernel_lm_grpo.py --checkpoint "$out/start" --suite "kernelbench:$corpus/train" \
+  CUDA_VISIBLE_DEVICES=$gpu "$py" examples/kernel_lm_grpo.py --checkpoint "$out/start" --suite "kernelbench:$corpus/train" \
       --steps 200 --max-minutes "${RL_MINUTES:-8}" --learning-rate 2e-5 --save "$out/rl_$name" --out "$out/rl_$name.jsonl" \
       ${RL_ARGS:-} "$@" > "$out/rl_$name.log" 2>&1
 }
 
 echo "== train on GPU $ga, rate on GPU $gb  $(date +%T)"
-(CUDA_VISIBLE_DEVICES=$ga python -m kernelgym.training.kernel_lm --corpus "$corpus/train.jsonl" --size small ${KERNEL_LM_ARGS:-} --out "$out/start" \
+(CUDA_VISIBLE_DEVICES=$ga "$py" -m kernelgym.training.kernel_lm --corpus "$corpus/train.jsonl" --size small ${KERNEL_LM_ARGS:-} --out "$out/start" \
     > "$out/train.log" 2>&1; echo "rc=$? at $SECONDS" >> "$out/train.log") &
-CUDA_VISIBLE_DEVICES=$gb python benchmarks/rl_rate.py --devices 1 --phases cold,reuse,judge-once,fresh-seed ${RATE_ARGS:-} \
-    --out "$out/rate1" --deadline-s 300 "${commit[@]}" > "$out/rate1.log" 2>&1
+if [ "${RATE:-1}" = 1 ] && [ "$ga" != "$gb" ]; then  # RATE=0, or one GPU given twice: no rate (it would share a GPU)
+  CUDA_VISIBLE_DEVICES=$gb "$py" benchmarks/rl_rate.py --devices 1 --phases cold,reuse,judge-once,fresh-seed ${RATE_ARGS:-} \
+      --out "$out/rate1" --deadline-s 300 "${commit[@]}" > "$out/rate1.log" 2>&1
+fi
 wait
-echo "== rate on both  $(date +%T)"
-CUDA_VISIBLE_DEVICES=$ga,$gb python benchmarks/rl_rate.py --devices 2 --phases cold,reuse,judge-once,fresh-seed ${RATE_ARGS:-} \
-    --out "$out/rate2" --deadline-s 180 "${commit[@]}" > "$out/rate2.log" 2>&1
+if [ "${RATE:-1}" = 1 ] && [ "$ga" != "$gb" ]; then
+  echo "== rate on both  $(date +%T)"
+  CUDA_VISIBLE_DEVICES=$ga,$gb "$py" benchmarks/rl_rate.py --devices 2 --phases cold,reuse,judge-once,fresh-seed ${RATE_ARGS:-} \
+      --out "$out/rate2" --deadline-s 180 "${commit[@]}" > "$out/rate2.log" 2>&1
+fi
 [ -f "$out/start/kernel_lm.json" ] || { echo "kernel-lm was not trained: see $out/train.log"; exit 1; }
 
 echo "== RL runs and the start model judged  $(date +%T)"
