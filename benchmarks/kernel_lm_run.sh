@@ -7,7 +7,7 @@
 #
 # CORPUS_DIR holds train.jsonl, train/ and held_out/ (python -m kernelgym.training.corpus ... --suite-dir, see
 # docs/kernel_lm.md); KERNELBENCH_DIR a KernelBench tree (level1/). Environment: RL_MINUTES (8), RL_SEEDS_FULL
-# (0 1 2), RL_SEEDS_ABLATION (0 1), RATE (1; 0: no rate phases), HELD_OUT (comma-separated task ids of CORPUS_DIR/held_out; default: the first
+# (0 1 2), RL_SEEDS_ABLATION (0 1), RATE (1; 0: no rate phases), KB_TASKS (default: kernelbench_task_ids()), HELD_OUT (comma-separated task ids of CORPUS_DIR/held_out; default: the first
 # task of each of its first 32 op compositions), COMMIT (recorded by rl_rate.py outside a git checkout), and options
 # added to each command: KERNEL_LM_ARGS (training), RL_ARGS (each RL run), RATE_ARGS (rl_rate.py); PYTHON (python3).
 set -uo pipefail
@@ -23,7 +23,7 @@ for f in files:
 print(",".join(list(first.values())[:32]))
 EOF
 )}
-kb_tasks=$("$py" -c 'from kernelgym.training.corpus import kernelbench_task_ids; print(",".join(kernelbench_task_ids()))')
+kb_tasks=${KB_TASKS:-$("$py" -c 'from kernelgym.training.corpus import kernelbench_task_ids; print(",".join(kernelbench_task_ids()))')}
 commit=()
 [ -n "${COMMIT:-}" ] && commit=(--commit "$COMMIT")
 
