@@ -7,9 +7,10 @@
 #
 # CORPUS_DIR holds train.jsonl, train/ and held_out/ (python -m kernelgym.training.corpus ... --suite-dir, see
 # docs/kernel_lm.md); KERNELBENCH_DIR a KernelBench tree (level1/). Environment: RL_MINUTES (8), RL_SEEDS_FULL
-# (0 1 2), RL_SEEDS_ABLATION (0 1), RATE (1; 0: no rate phases), KB_TASKS (default: kernelbench_task_ids()), HELD_OUT (comma-separated task ids of CORPUS_DIR/held_out; default: the first
-# task of each of its first 32 op compositions), COMMIT (recorded by rl_rate.py outside a git checkout), and options
-# added to each command: KERNEL_LM_ARGS (training), RL_ARGS (each RL run), RATE_ARGS (rl_rate.py); PYTHON (python3).
+# (0 1 2), RL_SEEDS_ABLATION (0 1), RATE (1; 0: no rate phases), KB_TASKS (default: kernelbench_task_ids()),
+# HELD_OUT (comma-separated task ids of CORPUS_DIR/held_out; default: the first task of each of its first 32 op
+# compositions), COMMIT (recorded by rl_rate.py outside a git checkout), PYTHON (python3), and options added to each
+# command: KERNEL_LM_ARGS (training), RL_ARGS (each RL run), RATE_ARGS (rl_rate.py).
 set -uo pipefail
 corpus=$1 kb=$2 out=$3 ga=${4:-0} gb=${5:-1} py=${PYTHON:-python3}
 mkdir -p "$out"
@@ -41,15 +42,17 @@ rl() {  # name gpu options...
       ${RL_ARGS:-} "$@" > "$out/rl_$name.log" 2>&1
 }
 
-echo "== train on GPU $ga, rate on GPU $gb  $(date +%T)"
+rate=0  # RATE=0, or one GPU given twice: no rate phases (they would share the GPU with the training)
+[ "${RATE:-1}" = 1 ] && [ "$ga" != "$gb" ] && rate=1
+echo "== train on GPU $ga$([ $rate = 1 ] && echo ", rate on GPU $gb")  $(date +%T)"
 (CUDA_VISIBLE_DEVICES=$ga "$py" -m kernelgym.training.kernel_lm --corpus "$corpus/train.jsonl" --size small ${KERNEL_LM_ARGS:-} --out "$out/start" \
     > "$out/train.log" 2>&1; echo "rc=$? at $SECONDS" >> "$out/train.log") &
-if [ "${RATE:-1}" = 1 ] && [ "$ga" != "$gb" ]; then  # RATE=0, or one GPU given twice: no rate (it would share a GPU)
+if [ $rate = 1 ]; then
   CUDA_VISIBLE_DEVICES=$gb "$py" benchmarks/rl_rate.py --devices 1 --phases cold,reuse,judge-once,fresh-seed ${RATE_ARGS:-} \
       --out "$out/rate1" --deadline-s 300 "${commit[@]}" > "$out/rate1.log" 2>&1
 fi
 wait
-if [ "${RATE:-1}" = 1 ] && [ "$ga" != "$gb" ]; then
+if [ $rate = 1 ]; then
   echo "== rate on both  $(date +%T)"
   CUDA_VISIBLE_DEVICES=$ga,$gb "$py" benchmarks/rl_rate.py --devices 2 --phases cold,reuse,judge-once,fresh-seed ${RATE_ARGS:-} \
       --out "$out/rate2" --deadline-s 180 "${commit[@]}" > "$out/rate2.log" 2>&1

@@ -326,6 +326,22 @@ def both_judged(records: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any],
     return [(latest[("kernelgym", a)], latest[("kernelbench", a)]) for a in keys]
 
 
+def _kernelbench_speedups(records: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
+    """Every speedup KernelBench's evaluator gave each answer it called correct, in the records' order."""
+    speedups: dict[str, list[float]] = {}
+    for r in records:
+        if r["phase"] == "kernelbench" and r["status"] == "ok" and r.get("speedup"):
+            speedups.setdefault(r["answer"], []).append(r["speedup"])
+    return speedups
+
+
+def _contract_speedup(kg: dict[str, Any]) -> float | None:
+    """kernelgym's speedup under KernelBench's contract (the strict one where the contract's verdict is the strict
+    one), where that verdict is ``ok``."""
+    speedup = kg.get("kernelbench_speedup") or kg.get("speedup")
+    return speedup if contract_verdict(kg) == "ok" and speedup else None
+
+
 def kernelbench_spread(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """KernelBench's evaluator against itself: on answers it called correct in two judgements or more (in the records'
     order), median |last speedup / first speedup - 1|: the floor under any agreement with one of its runs.
@@ -335,10 +351,7 @@ def kernelbench_spread(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         >>> kernelbench_spread(rs)["median_abs_deviation"]
         0.1
     """
-    speedups: dict[str, list[float]] = {}
-    for r in records:
-        if r["phase"] == "kernelbench" and r["status"] == "ok" and r.get("speedup"):
-            speedups.setdefault(r["answer"], []).append(r["speedup"])
+    speedups = _kernelbench_speedups(records)
     deviations = {a: abs(s[-1] / s[0] - 1.0) for a, s in speedups.items() if len(s) > 1}
     return {"answers": len(deviations),
             "median_abs_deviation": round(statistics.median(deviations.values()), 4) if deviations else None,
@@ -355,17 +368,10 @@ def against_kernelbench_median(records: Iterable[dict[str, Any]]) -> dict[str, A
         >>> against_kernelbench_median(rs)["median_abs_deviation"]
         0.0909
     """
-    speedups: dict[str, list[float]] = {}
-    mine: dict[str, float] = {}
-    for r in records:
-        if r["phase"] == "kernelbench" and r["status"] == "ok" and r.get("speedup"):
-            speedups.setdefault(r["answer"], []).append(r["speedup"])
-        elif r["phase"] == "kernelgym" and r["status"] != "not_run":
-            mine.pop(r["answer"], None)
-            speedup = r.get("kernelbench_speedup") or r.get("speedup")
-            if contract_verdict(r) == "ok" and speedup:
-                mine[r["answer"]] = speedup
-    deviations = [abs(mine[a] / statistics.median(s) - 1.0) for a, s in speedups.items() if len(s) > 1 and a in mine]
+    latest = {r["answer"]: r for r in records if r["phase"] == "kernelgym" and r["status"] != "not_run"}
+    mine = {a: speedup for a, r in latest.items() if (speedup := _contract_speedup(r))}
+    deviations = [abs(mine[a] / statistics.median(s) - 1.0) for a, s in _kernelbench_speedups(records).items()
+                  if len(s) > 1 and a in mine]
     return {"answers": len(deviations),
             "median_abs_deviation": round(statistics.median(deviations), 4) if deviations else None}
 
@@ -416,8 +422,8 @@ def speedup_agreement(pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) ->
     """
     ratios = {}
     for kg, kb in pairs:
-        mine = kg.get("kernelbench_speedup") or kg.get("speedup")
-        if contract_verdict(kg) == "ok" and kb["status"] == "ok" and mine and kb.get("speedup"):
+        mine = _contract_speedup(kg)
+        if kb["status"] == "ok" and mine and kb.get("speedup"):
             ratios[kg["answer"]] = mine / kb["speedup"]
     deviations = [abs(r - 1.0) for r in ratios.values()]
     return {"answers": len(ratios), "ratios": {a: round(r, 4) for a, r in ratios.items()},
