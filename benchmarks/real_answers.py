@@ -75,6 +75,8 @@ SLACK_S = 20.0
 """Seconds added to an answer's builds and calls before its judging time is compared with them."""
 OWN_TIME_LIMIT = 2.0
 """The judging time may be at most this many times its builds, its calls and :data:`SLACK_S` together."""
+REPEATABLE = 0.05
+"""KernelBench's speedups of an answer within this share of each other: a figure a second judge can be held to."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -358,22 +360,27 @@ def kernelbench_spread(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
             "over_5_percent": sum(d > 0.05 for d in deviations.values())}
 
 
-def against_kernelbench_median(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def against_kernelbench_median(records: Iterable[dict[str, Any]], repeatable: float | None = None) -> dict[str, Any]:
     """kernelgym's latest speedup under KernelBench's contract against the median of KernelBench's speedups, on answers
-    KernelBench called correct in two judgements or more (its run-to-run spread shrunk by its own median).
+    KernelBench called correct in two judgements or more (its run-to-run spread shrunk by its own median); with
+    ``repeatable``, only on the answers whose KernelBench speedups lie within that share of each other (largest over
+    smallest, minus one): where KernelBench's own figure is one a second judge could be held to.
 
     Example:
         >>> rs = [{"phase": "kernelbench", "answer": "a", "status": "ok", "speedup": s} for s in (1.0, 1.2, 1.1)]
         >>> rs.append({"phase": "kernelgym", "answer": "a", "status": "ok", "kernelbench_speedup": 1.0})
         >>> against_kernelbench_median(rs)["median_abs_deviation"]
         0.0909
+        >>> against_kernelbench_median(rs, repeatable=0.05)["answers"]
+        0
     """
     latest = {r["answer"]: r for r in records if r["phase"] == "kernelgym" and r["status"] != "not_run"}
     mine = {a: speedup for a, r in latest.items() if (speedup := _contract_speedup(r))}
-    deviations = [abs(mine[a] / statistics.median(s) - 1.0) for a, s in _kernelbench_speedups(records).items()
-                  if len(s) > 1 and a in mine]
+    deviations = {a: abs(mine[a] / statistics.median(s) - 1.0) for a, s in _kernelbench_speedups(records).items()
+                  if len(s) > 1 and a in mine and (repeatable is None or max(s) / min(s) - 1.0 <= repeatable)}
     return {"answers": len(deviations),
-            "median_abs_deviation": round(statistics.median(deviations), 4) if deviations else None}
+            "median_abs_deviation": round(statistics.median(deviations.values()), 4) if deviations else None,
+            "over_5_percent": sorted(a for a, d in deviations.items() if d > 0.05)}
 
 
 def _statuses(records: Iterable[dict[str, Any]]) -> list[str]:
@@ -507,6 +514,7 @@ def summarize(records: Sequence[dict[str, Any]], totals: Sequence[dict[str, Any]
         "speedup_agreement": speedup_agreement(pairs),
         "kernelbench_spread": kernelbench_spread(records),
         "against_kernelbench_median": against_kernelbench_median(records),
+        "against_repeatable_kernelbench": against_kernelbench_median(records, repeatable=REPEATABLE),
         "throughput": throughput(totals),
         "timeouts_on_kernelbench_correct": sorted(a["answer"] for a, b in pairs if b["status"] == "ok" and "timeout" in
                                                   (a["status"], contract_verdict(a))),
@@ -555,6 +563,10 @@ def render_markdown(summary: dict[str, Any], records: Sequence[dict[str, Any]], 
     median = summary["against_kernelbench_median"]
     lines += [f"- kernelgym against the median of KernelBench's judgements (answers it called correct twice or more): "
               f"{median['answers']} answers, median |speedup_kg / median speedup_kb - 1|: {median['median_abs_deviation']}"]
+    steady = summary["against_repeatable_kernelbench"]
+    lines += [f"- the same, on the answers whose KernelBench speedups lie within {REPEATABLE:.0%} of each other: "
+              f"{steady['answers']} answers, median {steady['median_abs_deviation']}, beyond 5%: "
+              f"{', '.join(steady['over_5_percent']) or 'none'}"]
     t = summary["throughput"]
     lines += ["", f"## Throughput, cold (the {t['calls']} calls that ran both judges)", "",
               "| judge | answers | wall s | answers/min |", "| --- | --- | --- | --- |"]
