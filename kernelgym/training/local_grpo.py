@@ -328,15 +328,20 @@ class LocalGRPO:
         from verl.protocol import DataProto
 
         from kernelgym.training.agent_loop import OUTCOME_FIELD, TrajectoryOutcome
-        from kernelgym.training.sampler import REPAIR_FIELD, repair_row
+        from kernelgym.training.sampler import REPAIR_FIELD, prompt_fits, repair_row
+        from kernelgym.wrappers.retry import repair_prompt
 
         s = self.settings
         start = time.perf_counter()
-        # 1. prompts: a slot given to a repair task with probability mix_ratio
+        # 1. prompts: a slot given to a repair task with probability mix_ratio, its failed attempt shortened to fit
         rows = []
+        fits = prompt_fits(self.tokenizer, s.prompt_length)
+        shortened = 0
         for row in fresh_rows:
             repair = self.buffer.draw(self.rng) if len(self.buffer) and self.rng.random() < s.mix_ratio else None
-            rows.append(row if repair is None else repair_row(row, repair))
+            rows.append(row if repair is None else repair_row(row, repair, fits))
+            shortened += repair is not None and rows[-1]["raw_prompt"][-1]["content"] != repair_prompt(
+                str(repair.origin_prompt), repair)
         n = len(rows) * s.group_size
         group = np.repeat(np.arange(len(rows)), s.group_size)
         raw = np.empty(n, dtype=object)
@@ -384,6 +389,7 @@ class LocalGRPO:
             "retry/size": stats.size, "retry/pushed": stats.pushed, "retry/draws": stats.draws,
             "retry/recovered": stats.recovered, "retry/recovered_this_step": stats.recovered - recovered_before,
             "retry/retried": stats.retried, "retry/dropped": stats.dropped, "retry/evicted": stats.evicted,
+            "retry/shortened": shortened,
             "loss": float(np.mean(losses)),
             "expression_entropy": float(np.mean(entropies)) if entropies else 0.0,
             "judge/judged": self.judge.judged - judged, "judge/reused": self.judge.reused - reused,

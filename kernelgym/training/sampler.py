@@ -4,7 +4,8 @@ Holds:
     RetrySettings: the sampler's settings (``trainer.v1.sampler.sampler_kwargs``).
     BufferedDynamicRetrySampler: a verl v1 ``ReplayBuffer`` (``trainer.v1.sampler.custom_sampler``).
     RetryDataset: verl's ``RLHFDataset`` that serves repair rows from the sampler's buffer (``data.custom_cls``).
-    repair_row: turn a dataset row into the row of a repair task.
+    repair_row: turn a dataset row into the row of a repair task (its failed attempt shortened to fit, given ``fits``).
+    prompt_fits: whether chat messages fit a rollout's prompt length, in tokens.
     active_sampler: the sampler this process built last (``None`` before).
 
 How the pieces meet. The sampler and the train dataset live in the trainer
@@ -17,7 +18,8 @@ becomes a :class:`~kernelgym.wrappers.retry.RepairTask` pushed into a
 uses), and the group is evicted from the batch and replaced through verl's
 ``refill_fn``, as verl's dynamic sampling does. Every row the dataset serves for
 training becomes, with probability ``mix_ratio`` while the buffer is not empty,
-a repair row: the task, the failed attempt and its feedback. A repair group that
+a repair row: the task, the failed attempt and its feedback (the attempt's middle
+left out where the whole would not fit ``data.max_prompt_length``). A repair group that
 succeeds counts as recovered; one that fails is re-buffered with its newest
 failure until ``max_retries``, then dropped. Each step reports the buffer
 counters as ``kernelgym/retry/*``.
@@ -31,7 +33,7 @@ Settings verl needs for it: ``trainer.v1.trainer_mode=sync``,
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -42,9 +44,9 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from kernelgym.errors import KernelGymError
 from kernelgym.training.agent_loop import OUTCOME_FIELD, TrajectoryOutcome
-from kernelgym.wrappers.retry import RepairTask, RetryBuffer, most_advanced_failure, repair_prompt
+from kernelgym.wrappers.retry import RepairTask, RetryBuffer, most_advanced_failure, repair_prompt, shorten_attempt
 
-__all__ = ["BufferedDynamicRetrySampler", "RetryDataset", "RetrySettings", "active_sampler", "repair_row"]
+__all__ = ["BufferedDynamicRetrySampler", "RetryDataset", "RetrySettings", "active_sampler", "prompt_fits", "repair_row"]
 
 REPAIR_FIELD = "repair"
 TRAIN_SPLIT = "train"
@@ -127,14 +129,20 @@ def _repair_from_dict(data: Mapping[str, Any] | None) -> RepairTask | None:
     return None if not data else RepairTask(**dict(data))
 
 
-def repair_row(row: dict[str, Any], repair: RepairTask) -> dict[str, Any]:
+def repair_row(row: dict[str, Any], repair: RepairTask,
+               fits: Callable[[list[dict[str, Any]]], bool] | None = None) -> dict[str, Any]:
     """The dataset row of a repair task, built from a row of the same dataset.
 
     The task id moves to ``extra_info.task_id`` and ``reward_model.ground_truth``;
     the repair task rides along in ``extra_info.repair``; the last message of
     ``raw_prompt`` becomes the repair prompt (:func:`~kernelgym.wrappers.retry.repair_prompt`
     on the task's original prompt); earlier messages (the system prompt) stay.
-    Suite and backend stay those of ``row``.
+    Suite and backend stay those of ``row``. With ``fits`` (whether messages fit the
+    rollout's prompt length, :func:`prompt_fits`), a repair prompt that does not fit
+    shows as many of the failed attempt's first and last lines as fit
+    (:func:`~kernelgym.wrappers.retry.shorten_attempt`): a rollout left-truncates a
+    prompt too long for it, which would cut the system prompt and the task, not the answer.
+    Where the task does not fit even without the attempt, the prompt stays whole.
 
     Raises:
         ValueError: the repair task carries no ``origin_prompt``.
@@ -149,10 +157,32 @@ def repair_row(row: dict[str, Any], repair: RepairTask) -> dict[str, Any]:
     if repair.origin_prompt is None:
         raise ValueError(f"repair task for {repair.task_id!r} has no origin_prompt to rebuild its prompt from")
     messages = [dict(m) for m in row["raw_prompt"]]
-    messages[-1] = {"role": "user", "content": repair_prompt(repair.origin_prompt, repair)}
+
+    def with_attempt(shown: RepairTask) -> list[dict[str, Any]]:
+        return [*messages[:-1], {"role": "user", "content": repair_prompt(str(repair.origin_prompt), shown)}]
+
+    prompt = with_attempt(repair)
+    if fits is not None and not fits(prompt) and fits(with_attempt(shorten_attempt(repair, 0))):
+        low, high = 0, len(repair.attempt.splitlines()) - 1  # the most lines kept that fit: low fits, high + 1 not
+        while low < high:
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if fits(with_attempt(shorten_attempt(repair, middle))) else (low, middle - 1)
+        prompt = with_attempt(shorten_attempt(repair, low))
     extra_info = {**dict(row.get("extra_info") or {}), "task_id": repair.task_id, REPAIR_FIELD: _repair_to_dict(repair)}
     reward_model = {**dict(row.get("reward_model") or {}), "ground_truth": repair.task_id}
-    return {**row, "raw_prompt": messages, "extra_info": extra_info, "reward_model": reward_model}
+    return {**row, "raw_prompt": prompt, "extra_info": extra_info, "reward_model": reward_model}
+
+
+def prompt_fits(tokenizer: Any, prompt_length: int, **template_kwargs: Any) -> Callable[[list[dict[str, Any]]], bool]:
+    """Whether chat messages fit ``prompt_length`` tokens once templated with a generation prompt, counted as verl's
+    ``RLHFDataset`` counts for ``filter_overlong_prompts``."""
+    from verl.utils.tokenizer import normalize_token_ids
+
+    def fits(messages: list[dict[str, Any]]) -> bool:
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, **template_kwargs)
+        return len(normalize_token_ids(ids)) <= prompt_length
+
+    return fits
 
 
 @dataclass(frozen=True)
@@ -325,4 +355,8 @@ class RetryDataset(RLHFDataset):
         if sampler is None or (row.get("extra_info") or {}).get("split") != TRAIN_SPLIT:
             return row
         repair = sampler.draw_repair()
-        return row if repair is None else repair_row(row, repair)
+        if repair is None:
+            return row
+        kwargs = {k: v for k, v in dict(self.apply_chat_template_kwargs).items()
+                  if k not in ("tokenize", "return_dict", "return_tensors")}
+        return repair_row(row, repair, prompt_fits(self.tokenizer, self.max_prompt_length, **kwargs))

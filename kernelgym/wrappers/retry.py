@@ -37,10 +37,13 @@ __all__ = [
     "failure_rank",
     "most_advanced_failure",
     "repair_prompt",
+    "shorten_attempt",
 ]
 
 PREVIOUS_ATTEMPT_HEADER = "## Previous attempt"
 FEEDBACK_HEADER = "## Verifier feedback"
+ELIDED_LINES = "# ... {n} lines of the earlier answer left out ..."
+"""The line that stands for the middle of a failed attempt cut to fit a prompt (:func:`shorten_attempt`)."""
 
 
 class FailureRank(IntEnum):
@@ -168,6 +171,29 @@ def repair_prompt(task_prompt: str, repair: RepairTask) -> str:
         f"{repair.feedback.strip()}\n\n"
         "Fix the problems above and answer with the complete corrected program.\n"
     )
+
+
+def shorten_attempt(repair: RepairTask, keep_lines: int) -> RepairTask:
+    """The repair task with its failed attempt cut to its first and last lines, ``keep_lines`` in all, the middle
+    replaced by one :data:`ELIDED_LINES` line; unchanged when the attempt has no more lines than that.
+
+    For a prompt that must fit a model's context: the task and the feedback stay whole, the start of the answer
+    (imports, kernel signatures) and its end (``ModelNew``) are what a repair needs most.
+
+    Example:
+        >>> r = RepairTask("t", "a\\nb\\nc\\nd\\ne", "wrong", "incorrect")
+        >>> print(shorten_attempt(r, 2).attempt)
+        a
+        # ... 3 lines of the earlier answer left out ...
+        e
+    """
+    lines = repair.attempt.splitlines()
+    if len(lines) <= keep_lines:
+        return repair
+    keep_lines = max(keep_lines, 0)
+    head, tail = lines[: (keep_lines + 1) // 2], lines[len(lines) - keep_lines // 2 :] if keep_lines > 1 else []
+    middle = ELIDED_LINES.format(n=len(lines) - len(head) - len(tail))
+    return replace(repair, attempt="\n".join([*head, middle, *tail]))
 
 
 @dataclass(frozen=True)

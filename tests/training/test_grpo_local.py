@@ -20,7 +20,7 @@ EXAMPLE = ROOT / "examples" / "grpo_local.py"
 METRICS = (
     "score", "first_turn_score", "best_turn_score", "solved_fraction", "prime_echo_reward", "attempts",
     "mirrorpop/popped_fraction", "mirrorpop/d_p50", "mirrorpop/d_p90", "mirrorpop/d_max", "mirrorpop/tau",
-    "retry/size", "retry/pushed", "retry/draws", "retry/recovered", "retry/retried", "retry/dropped",
+    "retry/size", "retry/pushed", "retry/draws", "retry/recovered", "retry/retried", "retry/dropped", "retry/shortened",
     "loss", "expression_entropy", "judge/judged", "judge/reused", "seconds/step",
 )
 

@@ -19,6 +19,7 @@ from kernelgym.wrappers.retry import (
     failure_rank,
     most_advanced_failure,
     repair_prompt,
+    shorten_attempt,
 )
 
 from .fakes import ScriptedKernelEnv, judge, play
@@ -309,3 +310,11 @@ def test_abandoned_group_is_booked_at_the_next_reset():
 def test_wrapper_rejects_bad_arguments(kwargs):
     with pytest.raises(ValueError):
         BufferedDynamicRetry(ScriptedKernelEnv(), **kwargs)
+
+
+def test_shorten_attempt_keeps_its_ends_and_says_how_much_is_left_out():
+    repair = RepairTask("t", "\n".join(f"line {i}" for i in range(10)), "wrong", "incorrect")
+    assert shorten_attempt(repair, 10) is repair
+    short = shorten_attempt(repair, 4).attempt.splitlines()
+    assert short == ["line 0", "line 1", "# ... 6 lines of the earlier answer left out ...", "line 8", "line 9"]
+    assert shorten_attempt(repair, 0).attempt == "# ... 10 lines of the earlier answer left out ..."
