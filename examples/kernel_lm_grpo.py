@@ -79,6 +79,9 @@ class Args:
     """longest feedback turn shown to the model"""
     max_new_tokens: int = 768
     """most tokens of one answer"""
+    prompt_length: int = 1024
+    """most tokens of an episode's first prompt (a repair task's failed answer is shortened to fit); the episode's
+    turns (answers and feedback) get the rest of the model's context, so no token lies beyond its positions"""
     num_workers: int = 4
     """verifier worker processes"""
     device: str = ""
@@ -105,10 +108,10 @@ if __name__ == "__main__":
     rows = [{"raw_prompt": r["prompt"], "extra_info": r["extra_info"], "reward_model": r["reward_model"]}
             for r in task_rows(args.suite, "triton", "train")]
     context = int(model.config.max_position_embeddings)
-    settings = GRPOSettings.from_options(
-        args, capacity=4 * args.tasks_per_step, prompt_length=context - args.max_new_tokens,
-        response_length=args.max_turns * args.max_new_tokens,
-    )
+    if not 0 < args.prompt_length <= context - args.max_new_tokens:
+        raise SystemExit(f"kernel_lm_grpo.py: error: --prompt-length must leave room for --max-new-tokens "
+                         f"({args.max_new_tokens}) in the model's context of {context} tokens")
+    settings = GRPOSettings.from_options(args, capacity=4 * args.tasks_per_step, response_length=context - args.prompt_length)
     judge = JudgeOnce(Verifier("triton", config=VerifierConfig(timing=False), num_workers=args.num_workers))
     trainer = LocalGRPO(model, tokenizer, Path(args.checkpoint), GenerateClient(model, tokenizer, args.max_new_tokens),
                         judge, "triton", settings, torch.optim.Adam(model.parameters(), lr=args.learning_rate),
