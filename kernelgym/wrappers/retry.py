@@ -191,7 +191,7 @@ def shorten_attempt(repair: RepairTask, keep_lines: int) -> RepairTask:
     if len(lines) <= keep_lines:
         return repair
     keep_lines = max(keep_lines, 0)
-    head, tail = lines[: (keep_lines + 1) // 2], lines[len(lines) - keep_lines // 2 :] if keep_lines > 1 else []
+    head, tail = lines[: (keep_lines + 1) // 2], lines[len(lines) - keep_lines // 2 :]
     middle = ELIDED_LINES.format(n=len(lines) - len(head) - len(tail))
     return replace(repair, attempt="\n".join([*head, middle, *tail]))
 
