@@ -38,7 +38,8 @@ evaluate() {  # name model gpu bench-options...
 rl() {  # name gpu options...
   local name=$1 gpu=$2; shift 2
   CUDA_VISIBLE_DEVICES=$gpu "$py" examples/kernel_lm_grpo.py --checkpoint "$out/start" --suite "kernelbench:$corpus/train" \
-      --steps 200 --max-minutes "${RL_MINUTES:-8}" --learning-rate 2e-5 --save "$out/rl_$name" --out "$out/rl_$name.jsonl" \
+      --steps 200 --max-minutes "${RL_MINUTES:-8}" --learning-rate 5e-5 --ppo-epochs 2 --save "$out/rl_$name" \
+      --out "$out/rl_$name.jsonl" \
       ${RL_ARGS:-} "$@" > "$out/rl_$name.log" 2>&1
 }
 
