@@ -28,12 +28,15 @@ kb_tasks=${KB_TASKS:-$("$py" -c 'from kernelgym.training.corpus import kernelben
 commit=()
 [ -n "${COMMIT:-}" ] && commit=(--commit "$COMMIT")
 
-evaluate() {  # name model gpu bench-options...
-  local name=$1 model=$2 gpu=$3; shift 3
-  CUDA_VISIBLE_DEVICES=$gpu kg bench --suite "kernelbench:$corpus/held_out" --tasks "$held_out" --backend triton \
-      --agent kernel-lm --model "$model" --out "$out/ev_${name}_ho" --no-plots --quiet "$@" > "$out/ev_${name}_ho.log" 2>&1
-  CUDA_VISIBLE_DEVICES=$gpu kg bench --suite "kernelbench:$kb:1" --tasks "$kb_tasks" --backend triton \
-      --agent kernel-lm --model "$model" --out "$out/ev_${name}_kb" --no-plots --quiet "$@" > "$out/ev_${name}_kb.log" 2>&1
+evaluate() {  # name model gpu ho|kb bench-options...: the held-out tasks, or KernelBench's level-1 tasks
+  local name=$1 model=$2 gpu=$3 tasks=$4; shift 4
+  if [ "$tasks" = ho ]; then
+    CUDA_VISIBLE_DEVICES=$gpu kg bench --suite "kernelbench:$corpus/held_out" --tasks "$held_out" --backend triton \
+        --agent kernel-lm --model "$model" --out "$out/ev_${name}_ho" --no-plots --quiet "$@" > "$out/ev_${name}_ho.log" 2>&1
+  else
+    CUDA_VISIBLE_DEVICES=$gpu kg bench --suite "kernelbench:$kb:1" --tasks "$kb_tasks" --backend triton \
+        --agent kernel-lm --model "$model" --out "$out/ev_${name}_kb" --no-plots --quiet "$@" > "$out/ev_${name}_kb.log" 2>&1
+  fi
 }
 rl() {  # name gpu options...
   local name=$1 gpu=$2; shift 2
@@ -68,12 +71,17 @@ for s in ${RL_SEEDS_ABLATION:-0 1}; do
   rl "nomp$s" "$gpu" --seed "$s" --tau 1e9 & next_gpu
   rl "nobdr$s" "$gpu" --seed "$s" --mix-ratio 0 & next_gpu
 done
-(evaluate start_greedy "$out/start" "$gb" --temperature 0 -k 1; evaluate start_best4 "$out/start" "$gb" --temperature 0.7 -k 4) &
+# the held-out evaluations first (the issue's comparison), then KernelBench's tasks
+greedy=(--temperature 0 -k 1) best4=(--temperature 0.7 -k 4)
+(evaluate start_greedy "$out/start" "$gb" ho "${greedy[@]}"; evaluate start_best4 "$out/start" "$gb" ho "${best4[@]}"
+ evaluate start_greedy "$out/start" "$gb" kb "${greedy[@]}"; evaluate start_best4 "$out/start" "$gb" kb "${best4[@]}") &
 wait
 
 echo "== RL'd models judged  $(date +%T)"
 for model in "$out"/rl_*/; do
-  name=$(basename "$model"); evaluate "${name#rl_}_greedy" "$model" "$gpu" --temperature 0 -k 1 & next_gpu
+  name=$(basename "$model")
+  (evaluate "${name#rl_}_greedy" "$model" "$gpu" ho "${greedy[@]}"; evaluate "${name#rl_}_greedy" "$model" "$gpu" kb "${greedy[@]}") &
+  next_gpu
 done
 wait
 echo "== done  $(date +%T)"
