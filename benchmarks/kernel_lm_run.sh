@@ -29,14 +29,10 @@ commit=()
 [ -n "${COMMIT:-}" ] && commit=(--commit "$COMMIT")
 
 evaluate() {  # name model gpu ho|kb bench-options...: the held-out tasks, or KernelBench's level-1 tasks
-  local name=$1 model=$2 gpu=$3 tasks=$4; shift 4
-  if [ "$tasks" = ho ]; then
-    CUDA_VISIBLE_DEVICES=$gpu kg bench --suite "kernelbench:$corpus/held_out" --tasks "$held_out" --backend triton \
-        --agent kernel-lm --model "$model" --out "$out/ev_${name}_ho" --no-plots --quiet "$@" > "$out/ev_${name}_ho.log" 2>&1
-  else
-    CUDA_VISIBLE_DEVICES=$gpu kg bench --suite "kernelbench:$kb:1" --tasks "$kb_tasks" --backend triton \
-        --agent kernel-lm --model "$model" --out "$out/ev_${name}_kb" --no-plots --quiet "$@" > "$out/ev_${name}_kb.log" 2>&1
-  fi
+  local name=$1 model=$2 gpu=$3 which=$4 suite=kernelbench:$corpus/held_out tasks=$held_out; shift 4
+  [ "$which" = kb ] && suite=kernelbench:$kb:1 tasks=$kb_tasks
+  CUDA_VISIBLE_DEVICES=$gpu kg bench --suite "$suite" --tasks "$tasks" --backend triton --agent kernel-lm --model "$model" \
+      --out "$out/ev_${name}_$which" --no-plots --quiet "$@" > "$out/ev_${name}_$which.log" 2>&1
 }
 rl() {  # name gpu options...
   local name=$1 gpu=$2; shift 2

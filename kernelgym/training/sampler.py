@@ -175,8 +175,11 @@ def repair_row(row: dict[str, Any], repair: RepairTask,
 
 def prompt_fits(tokenizer: Any, prompt_length: int, **template_kwargs: Any) -> Callable[[list[dict[str, Any]]], bool]:
     """Whether chat messages fit ``prompt_length`` tokens once templated with a generation prompt, counted as verl's
-    ``RLHFDataset`` counts for ``filter_overlong_prompts``."""
+    ``RLHFDataset`` counts for ``filter_overlong_prompts`` (its ``apply_chat_template_kwargs`` may be passed whole:
+    the keys that choose the output's form are dropped, as verl drops them)."""
     from verl.utils.tokenizer import normalize_token_ids
+
+    template_kwargs = {k: v for k, v in template_kwargs.items() if k not in ("tokenize", "return_dict", "return_tensors")}
 
     def fits(messages: list[dict[str, Any]]) -> bool:
         ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, **template_kwargs)
@@ -357,6 +360,4 @@ class RetryDataset(RLHFDataset):
         repair = sampler.draw_repair()
         if repair is None:
             return row
-        kwargs = {k: v for k, v in dict(self.apply_chat_template_kwargs).items()
-                  if k not in ("tokenize", "return_dict", "return_tensors")}
-        return repair_row(row, repair, prompt_fits(self.tokenizer, self.max_prompt_length, **kwargs))
+        return repair_row(row, repair, prompt_fits(self.tokenizer, self.max_prompt_length, **self.apply_chat_template_kwargs))
