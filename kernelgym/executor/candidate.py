@@ -71,7 +71,7 @@ _WATCHED_LIMITS = ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC", "RLIMIT_CORE", "
 _DESCRIPTORS_FRAME = b"descriptors"
 _MAX_DESCRIPTORS = 16
 # The commands whose call arms the native observer once (see CandidateSide._made_call).
-_OBSERVED_COMMANDS = ("call", "probe", "profile")
+_OBSERVED_COMMANDS = ("call", "probe", "profile", "kernelbench_time")
 
 
 class _Pickler(pickle.Pickler):

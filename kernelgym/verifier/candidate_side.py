@@ -43,6 +43,7 @@ from kernelgym.backends.native import BuildError, ForbiddenSymbolsError
 from kernelgym.verifier.candidate_objects import NotPlainOutput, detach, inert, plain_leaves, set_mode
 from kernelgym.verifier.compare import leaf_meta
 from kernelgym.verifier.guard import AtenGuard, GlobalState
+from kernelgym.verifier.kernelbench_calls import kernelbench_calls
 from kernelgym.verifier.placement import declared_constants, transfer_state
 from kernelgym.verifier.task_side import TaskCommands
 
@@ -545,6 +546,34 @@ class CandidateSide(TaskCommands):
         reply["ops"] = sorted(ops)
         reply["state"] = self._state_changes()
         return reply
+
+    def cmd_kernelbench_time(self, trials: int, keep_call: int) -> dict[str, Any]:
+        """``trials`` calls of ``ModelNew`` timed as KernelBench times them (:func:`kernelbench_calls`) on the bound
+        inputs, the native observer sampling them as it samples credited calls; the outputs of call ``keep_call`` are
+        taken into the judge's buffers. Asked of a process that has done nothing since ``ModelNew`` was built."""
+        assert self.model is not None
+        kept: list[Any] = []
+        if self.observer is not None:
+            self.observer.arm(every=False)
+        try:
+            times, pending = kernelbench_calls(self.model, self._working_inputs(), self.backend, trials, keep_call, kept.append)
+            leaves = plain_leaves(kept[0])
+            take_outputs(leaves, self.outputs)
+            self.backend.synchronize()
+        except NotPlainOutput as exc:
+            return _not_plain(exc)
+        except ForbiddenSymbolsError as exc:
+            return _forbidden(exc)
+        except BuildError as exc:  # JIT backends (Triton) compile at the first launch
+            return {"ok": False, "error": "build", "message": str(exc), "log": exc.log}
+        except Exception as exc:
+            return {"ok": False, "error": "runtime", "message": f"ModelNew.forward raised {error_line(exc)}"}
+        finally:
+            if self.observer is not None:
+                self.observer.disarm()
+        storages = {v.untyped_storage().data_ptr() for v in self.inputs if isinstance(v, torch.Tensor) and v.numel()}
+        return {"ok": True, "ms": times, "pending_ms": pending, "leaves": [leaf_meta(leaf, storages) for leaf in leaves],
+                "state": self._state_changes()}
 
     def cmd_fetch(self) -> dict[str, Any]:
         """Copy what the kept outputs hold now over the judge's buffers (the judge compares it with what was taken at return)."""

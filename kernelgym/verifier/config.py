@@ -4,6 +4,7 @@ Holds:
     StageTimeouts: wall-clock budget of each stage that runs candidate code.
     VerifierConfig: every knob of the judge, with documented defaults.
     WEIGHTS: the weights contracts (``redrawn``, ``fixed``, ``seeded``).
+    CONTRACT_TIMINGS: how the speedup under KernelBench's contract is timed.
     SERVED_BOUNDS, check_bounds: the settings a judge serving untrusted clients accepts (``kernelgym serve``).
     config_from_dict: a config from JSON overrides (nested ``reward``, ``timeouts`` too).
 """
@@ -18,12 +19,15 @@ from kernelgym.errors import KernelGymError
 from kernelgym.verifier.kernel_share import LAZY_SHARE
 from kernelgym.verifier.reward import RewardSpec
 
-__all__ = ["SERVED_BOUNDS", "StageTimeouts", "VerifierConfig", "WEIGHTS", "check_bounds", "config_from_dict"]
+__all__ = ["CONTRACT_TIMINGS", "SERVED_BOUNDS", "StageTimeouts", "VerifierConfig", "WEIGHTS", "check_bounds", "config_from_dict"]
 
 WEIGHTS = ("redrawn", "fixed", "seeded")
 """The weights contracts: ``redrawn`` (one trial redraws every floating parameter and buffer; the default),
 ``fixed`` (the reference's weights copied into ``ModelNew`` at construction, never changed) or ``seeded``
 (KernelBench's own: ``ModelNew`` keeps what its ``__init__`` made from the reference's seed; nothing is copied)."""
+
+CONTRACT_TIMINGS = ("kernelbench", "kernelgym")
+"""How the speedup under KernelBench's contract is timed (``VerifierConfig.contract_timing``)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,9 @@ class VerifierConfig:
             an answer the strict verdict rejects that way is checked (and timed) again, or, rejected by a static rule
             of :data:`~kernelgym.verifier.presets.CONTRACT_WAIVED`, judged by a worker without them. ``False`` saves
             that judging (an RL loop that rewards the strict verdict only).
+        contract_timing: how that verdict's speedup is timed: ``kernelbench`` (KernelBench's own procedure, each
+            program in a fresh process: :mod:`kernelgym.verifier.kernelbench_timing`; on a host, its ``host_time``
+            method) or ``kernelgym`` (the strict verdict's timing, in the contract's mode).
     """
 
     trials: int = 3
@@ -122,6 +129,7 @@ class VerifierConfig:
     profile_calls: int = 3
     lazy_share: float = LAZY_SHARE
     kernelbench_contract: bool = True
+    contract_timing: str = "kernelbench"
 
     def __post_init__(self) -> None:
         from kernelgym.verifier.presets import get_preset
@@ -129,6 +137,8 @@ class VerifierConfig:
         get_preset(self.rules)
         if self.weights not in WEIGHTS:
             raise ValueError(f"VerifierConfig.weights must be one of {', '.join(WEIGHTS)}, not {self.weights!r}")
+        if self.contract_timing not in CONTRACT_TIMINGS:
+            raise ValueError(f"VerifierConfig.contract_timing must be one of {', '.join(CONTRACT_TIMINGS)}, not {self.contract_timing!r}")
         if self.trials < 3:
             raise ValueError("VerifierConfig.trials must be at least 3")
         if (self.runs is not None and self.runs < 1) or self.warmup < 0:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -90,7 +91,20 @@ _WATCHED_FUNCTIONS = (
     ("torch.cuda.Event.record", lambda: torch.cuda.Event.record),
     ("torch.cuda.Event.elapsed_time", lambda: torch.cuda.Event.elapsed_time),
     ("torch.nn.Module.__call__", lambda: torch.nn.Module.__call__),
+    # The candidate process's own timing code (looked up where it is loaded: this module is imported first).
+    ("candidate_side.run_call", lambda: _loaded("kernelgym.verifier.candidate_side", "run_call")),
+    ("candidate_side.kernelbench_calls", lambda: _loaded("kernelgym.verifier.candidate_side", "kernelbench_calls")),
+    ("CandidateSide.cmd_call", lambda: _loaded("kernelgym.verifier.candidate_side", "CandidateSide", "cmd_call")),
+    ("CandidateSide.cmd_kernelbench_time", lambda: _loaded("kernelgym.verifier.candidate_side", "CandidateSide", "cmd_kernelbench_time")),
 )
+
+
+def _loaded(module: str, *names: str) -> Any:
+    """``module.name1.name2...`` where that module is loaded (``None`` elsewhere)."""
+    value: Any = sys.modules.get(module)
+    for name in names:
+        value = getattr(value, name, None)
+    return value
 
 
 @dataclass(frozen=True)

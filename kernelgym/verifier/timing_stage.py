@@ -4,6 +4,7 @@ Holds:
     time_stage: time the reference here and the candidate in its process, on fresh inputs every call,
         with outputs of timed calls verified, the candidate's reported times audited, and an
         impossible speedup re-measured by the judge and turned into a verdict.
+    check_pending: the verdict on work a call left on the device after its end event.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from kernelgym.verifier.timing_audit import audit_claims
 from kernelgym.verifier.trial_inputs import Refresher, tensor_bytes
 from kernelgym.verifier.twin import ReferenceTwin, TwinUnavailable
 
-__all__ = ["time_stage", "timed_calls", "MIN_RUNS", "PENDING_FLOOR_MS", "IDLE_SPIN_MS"]
+__all__ = ["check_pending", "time_stage", "timed_calls", "MIN_RUNS", "PENDING_FLOOR_MS", "IDLE_SPIN_MS"]
 
 # Every timed call's output is compared when the reference costs less than this in all; otherwise a sample.
 _VERIFY_ALL_SECONDS = 3.0
@@ -248,18 +249,24 @@ def _check_work_after_return(h: Harness, reported: list[float], call_cpu: list[f
     next one, is compared with what they ran during calls: idle OpenMP pool threads spin briefly
     (:data:`IDLE_SPIN_MS` per gap at most) and then sleep.
     """
-    claimed = statistics.median(reported) if reported else 0.0
-    pending = statistics.median(h.pending_ms) if h.pending_ms else 0.0
-    if pending > PENDING_FLOOR_MS + 0.25 * max(claimed, 0.0):
-        raise illegal_verdict("Work of your call was still running on the device after it returned.", runtime.work_after_return(
-            f"the device stayed busy {pending * 1e3:.1f} us (median) after each call's end event, against "
-            f"{claimed * 1e3:.1f} us timed inside it: work left on another stream"))
+    check_pending(h.pending_ms, reported)
     gaps = h.idle_cpu_ms
     idle, busy = sum(gaps), sum(call_cpu)
     if gaps and idle > len(gaps) * IDLE_SPIN_MS * h.cpus + 0.5 * busy:
         raise illegal_verdict("Your threads kept working after your calls returned.", runtime.work_after_return(
             f"the candidate's threads ran {idle:.2f} ms of CPU between {len(gaps)} calls, while they waited for the judge, "
             f"against {busy:.2f} ms during the calls"))
+
+
+def check_pending(pending_ms: list[float], reported: list[float]) -> None:
+    """The device stayed busy after a call's end event (median over calls) no longer than the synchronization costs
+    plus a quarter of the call's own time; else the call left work on another stream (``work-after-return``)."""
+    claimed = statistics.median(reported) if reported else 0.0
+    pending = statistics.median(pending_ms) if pending_ms else 0.0
+    if pending > PENDING_FLOOR_MS + 0.25 * max(claimed, 0.0):
+        raise illegal_verdict("Work of your call was still running on the device after it returned.", runtime.work_after_return(
+            f"the device stayed busy {pending * 1e3:.1f} us (median) after each call's end event, against "
+            f"{claimed * 1e3:.1f} us timed inside it: work left on another stream"))
 
 
 def _compile_baseline(h: Harness, reference: torch.nn.Module, inputs: list[Any], refresher: Refresher, runs: int, warmup: int) -> float | None:

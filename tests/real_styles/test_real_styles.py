@@ -134,15 +134,40 @@ def test_a_failing_build_asked_for_at_the_first_call_is_built_once_by_a_build_wo
 def test_under_the_kernelbench_preset_a_result_carries_the_verdict_of_kernelbench_s_own_contract(cache_dir: Path, cpu_suite) -> None:
     fields, text = _sample("weights_transformed_in_init")
     kernelbench_expected = re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1)
+    honest_text = text.replace("self.weight_t)", "self.linear.weight.t())")
     with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
         result = verifier.evaluate(cpu_suite[fields["task"]], text)
-        honest = verifier.evaluate(cpu_suite[fields["task"]], text.replace("self.weight_t)", "self.linear.weight.t())"))
+        honest = verifier.evaluate(cpu_suite[fields["task"]], honest_text)
     assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
     assert result.kernelbench_differs_by == "`weights-cached`" and "KernelBench's own contract" in result.feedback
     assert result.kernelbench_speedup_eager is not None and result.kernelbench_speedup_eager > 0
-    # Where both contracts agree, the result says so without a second check.
-    assert honest.status is Status.OK and honest.kernelbench_verdict is Status.OK and honest.kernelbench_status is None
-    assert honest.kernelbench_speedup_eager == honest.speedup_eager
+    # Where both contracts agree, the speedups differ by the timing alone: the contract's is KernelBench's own.
+    assert honest.status is Status.OK and honest.kernelbench_verdict is Status.OK, honest.feedback
+    assert honest.kernelbench_differs_by.startswith("the timing (KernelBench's:") and "speedups differ by the timing" in honest.feedback
+    assert honest.kernelbench_speedup_eager is not None and honest.kernelbench_speedup_eager > 0
+    assert honest.kernelbench_speedup_eager != honest.speedup_eager  # two measurements, not one figure copied
+    # Timed kernelgym's way, the contract's figures are the strict verdict's where both agree: no second timing.
+    config = replace(_config(fields["rules"]), contract_timing="kernelgym")
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=config) as verifier:
+        same = verifier.evaluate(cpu_suite[fields["task"]], honest_text)
+    assert same.status is Status.OK and same.kernelbench_verdict is Status.OK and same.kernelbench_status is None
+    assert same.kernelbench_speedup_eager == same.speedup_eager
+
+
+@pytest.mark.parametrize("name", ["wrong_only_in_kernelbench_timing", "timing_loop_replaced"])
+def test_kernelbench_s_timing_of_an_answer_is_checked_as_far_as_its_figure_allows(name: str, cache_dir: Path, cpu_suite) -> None:
+    """The contract's speedup is timed as KernelBench times it, in a fresh process: an answer wrong only inside that
+    loop is wrong under the contract (the judge compares one call of the loop it picks), one that rewrites the loop
+    has changed the process's global state."""
+    fields, text = _sample(name)
+    kernelbench_expected = Status(re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1))
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+        result = verifier.evaluate(cpu_suite[fields["task"]], text)
+    assert result.kernelbench_verdict is kernelbench_expected and result.kernelbench_speedup_eager is None, result.feedback
+    if kernelbench_expected is Status.INCORRECT:
+        assert result.status is Status.OK and "timed as KernelBench times" in result.feedback, result.feedback
+    else:
+        assert result.status is Status.ILLEGAL and "kernelbench_calls was replaced" in result.feedback, result.feedback
 
 
 def test_kernelbench_s_contract_keeps_the_weights_the_answer_s_own_init_made(cache_dir: Path, cpu_suite) -> None:
