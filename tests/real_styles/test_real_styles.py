@@ -40,6 +40,11 @@ def _config(rules: str) -> VerifierConfig:
     return VerifierConfig(runs=3, warmup=1, rules=rules)
 
 
+def _as_kernelbench(rules: str) -> VerifierConfig:
+    """The contract's speedup timed as KernelBench times it (:mod:`kernelgym.verifier.kernelbench_timing`)."""
+    return replace(_config(rules), contract_timing="kernelbench")
+
+
 def _store_files(cache_dir: Path) -> dict[str, int]:
     """Every record of the judge's store (builds and failures) and its modification time."""
     records = ExtensionStore(cache_dir / "builds").records
@@ -141,27 +146,26 @@ def test_under_the_kernelbench_preset_a_result_carries_the_verdict_of_kernelbenc
     assert result.status is Status(fields["expect"]) and result.kernelbench_verdict is Status(kernelbench_expected), result.feedback
     assert result.kernelbench_differs_by == "`weights-cached`" and "KernelBench's own contract" in result.feedback
     assert result.kernelbench_speedup_eager is not None and result.kernelbench_speedup_eager > 0
-    # Where both contracts agree, the speedups differ by the timing alone: the contract's is KernelBench's own.
-    assert honest.status is Status.OK and honest.kernelbench_verdict is Status.OK, honest.feedback
-    assert honest.kernelbench_differs_by.startswith("the timing (KernelBench's:") and "speedups differ by the timing" in honest.feedback
-    assert honest.kernelbench_speedup_eager is not None and honest.kernelbench_speedup_eager > 0
-    assert honest.kernelbench_speedup_eager != honest.speedup_eager  # two measurements, not one figure copied
-    # Timed kernelgym's way, the contract's figures are the strict verdict's where both agree: no second timing.
-    config = replace(_config(fields["rules"]), contract_timing="kernelgym")
-    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=config) as verifier:
-        same = verifier.evaluate(cpu_suite[fields["task"]], honest_text)
-    assert same.status is Status.OK and same.kernelbench_verdict is Status.OK and same.kernelbench_status is None
-    assert same.kernelbench_speedup_eager == same.speedup_eager
+    # Where both contracts agree, the result says so without a second timing: the strict verdict's figures are the contract's.
+    assert honest.status is Status.OK and honest.kernelbench_verdict is Status.OK and honest.kernelbench_status is None
+    assert honest.kernelbench_speedup_eager == honest.speedup_eager
+    # Timed as KernelBench times (contract_timing="kernelbench"), the speedups differ by the timing alone.
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_as_kernelbench(fields["rules"])) as verifier:
+        timed = verifier.evaluate(cpu_suite[fields["task"]], honest_text)
+    assert timed.status is Status.OK and timed.kernelbench_verdict is Status.OK, timed.feedback
+    assert timed.kernelbench_differs_by.startswith("the timing (KernelBench's:") and "speedups differ by the timing" in timed.feedback
+    assert timed.kernelbench_speedup_eager is not None and timed.kernelbench_speedup_eager > 0
+    assert timed.kernelbench_speedup_eager != timed.speedup_eager  # two measurements, not one figure copied
 
 
 @pytest.mark.parametrize("name", ["wrong_only_in_kernelbench_timing", "timing_loop_replaced"])
 def test_kernelbench_s_timing_of_an_answer_is_checked_as_far_as_its_figure_allows(name: str, cache_dir: Path, cpu_suite) -> None:
-    """The contract's speedup is timed as KernelBench times it, in a fresh process: an answer wrong only inside that
+    """With the contract's speedup timed as KernelBench times it, in a fresh process: an answer wrong only inside that
     loop is wrong under the contract (the judge compares one call of the loop it picks), one that rewrites the loop
     has changed the process's global state."""
     fields, text = _sample(name)
     kernelbench_expected = Status(re.search(r"^#\s*kernelbench:\s*(\S+)", text, re.M).group(1))
-    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_config(fields["rules"])) as verifier:
+    with Verifier(backend="cpp", num_workers=1, cache_dir=cache_dir, config=_as_kernelbench(fields["rules"])) as verifier:
         result = verifier.evaluate(cpu_suite[fields["task"]], text)
     assert result.kernelbench_verdict is kernelbench_expected and result.kernelbench_speedup_eager is None, result.feedback
     if kernelbench_expected is Status.INCORRECT:
