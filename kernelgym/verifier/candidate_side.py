@@ -151,6 +151,17 @@ def _mapped_state(state: dict[str, Any], descriptors: list[int] | None) -> dict[
     return {name: _unwrap(value, memory) for name, value in state.items()}
 
 
+def _forward_failure(exc: Exception) -> dict[str, Any]:
+    """The reply to a command whose forward of ``ModelNew`` raised ``exc``."""
+    if isinstance(exc, NotPlainOutput):
+        return _not_plain(exc)
+    if isinstance(exc, ForbiddenSymbolsError):
+        return _forbidden(exc)
+    if isinstance(exc, BuildError):  # JIT backends (Triton) compile at the first launch
+        return {"ok": False, "error": "build", "message": str(exc), "log": exc.log}
+    return {"ok": False, "error": "runtime", "message": f"ModelNew.forward raised {error_line(exc)}"}
+
+
 def _not_plain(exc: NotPlainOutput) -> dict[str, Any]:
     return {"ok": False, "error": "illegal", "rule": exc.rule, "detail": f"the output is {exc.detail}",
             "message": "ModelNew.forward must return plain torch.Tensors, alone or in plain tuples or lists."}
@@ -442,14 +453,8 @@ class CandidateSide(TaskCommands):
             release = None
         try:
             leaves, reply = self._made_call(self.model, self.tracker, training, grad, python_guard, release)
-        except NotPlainOutput as exc:
-            return _not_plain(exc)
-        except ForbiddenSymbolsError as exc:
-            return _forbidden(exc)
-        except BuildError as exc:  # JIT backends (Triton) compile at the first launch
-            return {"ok": False, "error": "build", "message": str(exc), "log": exc.log}
         except Exception as exc:
-            return {"ok": False, "error": "runtime", "message": f"ModelNew.forward raised {error_line(exc)}"}
+            return _forward_failure(exc)
         self.kept = leaves
         reply["state"] = self._state_changes()
         return reply
@@ -560,14 +565,8 @@ class CandidateSide(TaskCommands):
             leaves = plain_leaves(kept[0])
             take_outputs(leaves, self.outputs)
             self.backend.synchronize()
-        except NotPlainOutput as exc:
-            return _not_plain(exc)
-        except ForbiddenSymbolsError as exc:
-            return _forbidden(exc)
-        except BuildError as exc:  # JIT backends (Triton) compile at the first launch
-            return {"ok": False, "error": "build", "message": str(exc), "log": exc.log}
         except Exception as exc:
-            return {"ok": False, "error": "runtime", "message": f"ModelNew.forward raised {error_line(exc)}"}
+            return _forward_failure(exc)
         finally:
             if self.observer is not None:
                 self.observer.disarm()
