@@ -287,7 +287,7 @@ def _stages(h: Harness, job: JudgeJob, backend: Backend, progress: Progress) -> 
                 if job.config.timing:
                     with h.stage("time", timeouts.time):
                         time_stage(h)
-                    if job.kernelbench_numerics:  # judged under KernelBench's contract alone: its figure too
+                    if job.kernelbench_numerics and job.config.contract_timing == "kernelbench":  # judged under the contract alone
                         with h.stage("time", timeouts.time):
                             progress.timing["kernelbench_speedup"] = kernelbench_speedup(h, progress.timing.get("runtime_ms"))
                 with h.stage("check", timeouts.check):  # after the timed calls, which it cannot perturb
@@ -385,7 +385,7 @@ def _kernelbench_contract(h: Harness, status: Status, violations: tuple[Violatio
             timing = h.progress.timing
             speedup = timing["ref_eager_ms"] / timing["runtime_ms"] if timing.get("runtime_ms") else None
         as_kernelbench = None
-        if h.config.timing:
+        if h.config.timing and h.config.contract_timing == "kernelbench":
             with h.stage("time", h.config.timeouts.time):
                 as_kernelbench = kernelbench_speedup(h, h.progress.timing.get("runtime_ms") or progress.timing.get("runtime_ms"))
         if as_kernelbench is None and not timed:
