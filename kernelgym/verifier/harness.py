@@ -52,9 +52,9 @@ from kernelgym.verifier.reference_builds import ReferenceBuilds
 from kernelgym.verifier.result import Status, Violation
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.sandboxed_task import SandboxedProgram, SandboxedTask, TaskFailure
-from kernelgym.verifier.trial_inputs import send_shared
+from kernelgym.verifier.trial_inputs import send_shared, share_buffers
 
-__all__ = ["Harness", "Progress", "Verdict", "clone_values", "host_state", "illegal_verdict", "require_ok", "share_buffers", "mismatch_verdict", "redrawable_state",
+__all__ = ["Harness", "Progress", "Verdict", "clone_values", "illegal_verdict", "require_ok", "mismatch_verdict", "redrawable_state",
            "perf_counter"]
 
 IDLE_WAIT_SECONDS = 0.05
@@ -476,6 +476,26 @@ class Harness:
         require_ok(reply)
         self.bound = signature
 
+    def write_inputs(self, inputs: list[Any]) -> None:
+        """Copy ``inputs`` into the shared input buffers (bound by :meth:`bind`)."""
+        for dst, src in zip(self.local_inputs, inputs, strict=True):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+
+    @contextlib.contextmanager
+    def attached(self, process: CandidateChannel) -> Iterator[None]:
+        """Within the block, requests, shared buffers and the checks of loaded code and watched operators go to
+        ``process`` (a fresh one made like the candidate's), which is closed after; the candidate's are restored."""
+        saved = self.candidate, self.bound, self.local_inputs, self.local_outputs
+        self.candidate, self.bound = process, None
+        try:
+            yield
+        finally:
+            self.candidate, self.bound, self.local_inputs, self.local_outputs = saved
+            close = getattr(process, "close", None)
+            if close is not None:
+                close()
+
     def reuse_freed_memory(self) -> None:
         """From now on the candidate's process hands out freed host memory again most recently freed first
         (:meth:`~kernelgym.verifier.candidate_side.CandidateSide.cmd_reuse`), as the reference's twin does."""
@@ -488,9 +508,7 @@ class Harness:
         host, the CPU time its threads ran over it (see :meth:`measured`). ``python_guard=False`` leaves the
         call to the native observer alone (for calls whose time is credited).
         """
-        for dst, src in zip(self.local_inputs, inputs, strict=True):
-            if isinstance(dst, torch.Tensor):
-                dst.copy_(src)
+        self.write_inputs(inputs)
         self.backend.synchronize()
         reply, own = self.measured("call", training, grad, python_guard)
         require_ok(reply)
@@ -607,24 +625,6 @@ def _cpu_delta(before: dict[int, float], after: dict[int, float]) -> tuple[float
     """CPU seconds run between two readings by all threads together and by the busiest one (new threads from zero)."""
     deltas = [max(seconds - before.get(tid, 0.0), 0.0) for tid, seconds in after.items()]
     return sum(deltas), max(deltas, default=0.0)
-
-
-def share_buffers(channel: CandidateChannel, inputs: list[Any], outputs: list[Any]) -> tuple[list[Any], list[Any], tuple[list[Any], list[Any]]]:
-    """Buffers shaped like ``inputs`` and ``outputs``, shared with ``channel``'s process for its next ``bind``.
-
-    The host buffers are one sealed memfd, sent by descriptor now (it arrives with the next command); the
-    judge keeps only its mapping. Returns the judge's input and output buffers and what the ``bind``
-    command carries (the buffers as the other process maps them: inputs, outputs).
-    """
-    leaves = [leaf if isinstance(leaf, torch.Tensor) else None for leaf in outputs]
-    shared = send_shared(channel, [*inputs, *leaves])
-    count = len(inputs)
-    return shared.local[:count], shared.local[count:], (shared.remote[:count], shared.remote[count:])
-
-
-def host_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """``model``'s parameters and buffers, copied to the host (what a candidate process is sent)."""
-    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
 
 def redrawable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -25,8 +25,6 @@ import math
 import statistics
 from typing import Any
 
-from kernelgym.verifier.channel import CandidateChannel
-from kernelgym.verifier.compare import flatten_outputs, leaf_mismatch
 from kernelgym.verifier.harness import (
     Harness,
     Verdict,
@@ -34,7 +32,6 @@ from kernelgym.verifier.harness import (
     mismatch_verdict,
     perf_counter,
     require_ok,
-    share_buffers,
 )
 from kernelgym.verifier.kernelbench_calls import KERNELBENCH_DISCARDED, KERNELBENCH_PERF_TRIALS
 from kernelgym.verifier.kernelbench_numerics import job_inputs
@@ -60,7 +57,8 @@ def kernelbench_speedup(h: Harness, audited_ms: float | None = None) -> float | 
     if h.twin is None or h.config.contract_timing != "kernelbench" or not h.backend.timing_meaningful:
         return None
     job = h.job
-    reference = h.models({})
+    h.init_inputs = h.init_inputs_for({})  # the task's own shape
+    reference = h.initial_reference()  # as the contract builds it (ModelNew is built in the timing process only)
     inputs = job_inputs(job, h.reference, job.seeds[h.config.trials + 1], h.device)
     expected = h.reference_call(reference, inputs, None, False)
     del reference
@@ -83,21 +81,16 @@ def _timed(h: Harness, code: str, inputs: list[Any], expected: Any, calls: int, 
     """``code``'s ``ModelNew`` built and timed in a fresh process; the mean ms of its calls (``watched``: checked as
     ``ModelNew``'s are)."""
     process = h.twin()
-    judged: CandidateChannel = h.candidate
-    process.build_service = getattr(judged, "build_service", None)  # the answer's builds, from the store
-    process.build_budget = getattr(judged, "build_budget", h.config.timeouts.build)
-    h.candidate = process
-    try:
+    process.build_service = getattr(h.candidate, "build_service", None)  # the answer's builds, from the store
+    process.build_budget = getattr(h.candidate, "build_budget", h.config.timeouts.build)
+    with h.attached(process):
         require_ok(h.ask("load", code, h.preset.tf32_convolutions))
         seed = h.job.seeds[0]
         constants = {key: getattr(h.reference, key) for key in sorted(h.constant_names)}
-        require_ok(h.ask("construct", seed, h.init_inputs_for({}), {}, constants))
+        require_ok(h.ask("construct", seed, h.init_inputs, {}, constants))
         require_ok(h.ask("place", seed))
-        local_inputs, local_outputs, remote = share_buffers(process, inputs, flatten_outputs(expected))
-        for dst, src in zip(local_inputs, inputs, strict=True):
-            if hasattr(dst, "copy_"):
-                dst.copy_(src)
-        require_ok(h.ask("bind", *remote))
+        h.bind(inputs, expected)
+        h.write_inputs(inputs)
         h.backend.synchronize()
         h.quiet()  # no process forked ahead creates its device context beside the timed calls
         start = perf_counter()
@@ -106,13 +99,8 @@ def _timed(h: Harness, code: str, inputs: list[Any], expected: Any, calls: int, 
         require_ok(reply)
         times = _times(reply.get("ms"), calls)
         if watched:
-            _check_timed(h, reply, times, wall_ms, expected, local_outputs, keep, calls)
+            _check_timed(h, reply, times, wall_ms, expected, keep, calls)
         return statistics.fmean(times)
-    finally:
-        h.candidate = judged
-        close = getattr(process, "close", None)
-        if close is not None:
-            close()
 
 
 def _times(value: Any, calls: int) -> list[float]:
@@ -124,8 +112,8 @@ def _times(value: Any, calls: int) -> list[float]:
     return [float(ms) for ms in value]
 
 
-def _check_timed(h: Harness, reply: dict[str, Any], times: list[float], wall_ms: float, expected: Any,
-                 local_outputs: list[Any], keep: int, calls: int) -> None:
+def _check_timed(h: Harness, reply: dict[str, Any], times: list[float], wall_ms: float, expected: Any, keep: int,
+                 calls: int) -> None:
     """What ``ModelNew``'s process did in its timed calls is what its checked calls did, as far as a figure of
     KernelBench's timing can be checked."""
     h.check_libraries()
@@ -139,10 +127,8 @@ def _check_timed(h: Harness, reply: dict[str, Any], times: list[float], wall_ms:
     pending = reply.get("pending_ms")
     if isinstance(pending, list) and all(isinstance(p, (int, float)) for p in pending):
         check_pending([float(p) for p in pending], times)
-    where = f"timed call {keep} of {calls}, timed as KernelBench times"
-    mismatch = leaf_mismatch(flatten_outputs(expected), reply.get("leaves", []), "output-aliases-input" in h.preset.waived)
+    mismatch, got = h.outputs(reply, expected, late_check=False)
     if mismatch is None:
-        leaves = [buffer if buffer is not None else meta.get("value") for buffer, meta in zip(local_outputs, reply["leaves"], strict=True)]
-        mismatch = h.compare(expected, leaves).mismatch
+        mismatch = h.compare(expected, got).mismatch
     if mismatch is not None:
-        raise mismatch_verdict(mismatch, where, "timed-output-mismatch")
+        raise mismatch_verdict(mismatch, f"timed call {keep} of {calls}, timed as KernelBench times", "timed-output-mismatch")

@@ -5,6 +5,7 @@ Holds:
     tensor_role / ROLE_WORDS: the role (weight, bias, running_mean, ...) a tensor's name gives it.
     declared_constants: the entries of ``ModelNew.constant_weights`` (the reference state it holds fixed).
     covered_names: the reference's names those entries cover.
+    host_state: a model's parameters and buffers copied to the host (what a candidate process is sent).
 
 ``transfer_state`` and ``declared_constants`` run in the candidate's process (on its model);
 ``covered_names`` runs on the trusted side, on the names the candidate reported.
@@ -16,7 +17,7 @@ import re
 
 import torch
 
-__all__ = ["ROLE_WORDS", "covered_names", "declared_constants", "tensor_role", "transfer_state"]
+__all__ = ["ROLE_WORDS", "covered_names", "declared_constants", "host_state", "tensor_role", "transfer_state"]
 
 ROLE_WORDS = {"weight": "weight", "w": "weight", "gamma": "weight", "g": "weight", "scale": "weight",
               "bias": "bias", "b": "bias", "beta": "bias", "shift": "bias",
@@ -142,3 +143,8 @@ def covered_names(entries: list[str], names: list[str]) -> list[str]:
     """
     return [name for name in names
             if any(name == entry or name.endswith(f".{entry}") or name.startswith(f"{entry}.") for entry in entries)]
+
+
+def host_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """``model``'s parameters and buffers, copied to the host (what a candidate process is sent)."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}

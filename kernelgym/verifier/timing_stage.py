@@ -23,8 +23,9 @@ from kernelgym.backends.base import median_and_iqr, paired_ratio
 from kernelgym.backends.store import judge_dir
 from kernelgym.verifier.candidate_side import run_call
 from kernelgym.verifier.compare import fingerprint, flatten_outputs
-from kernelgym.verifier.harness import CHECK_MODES, Harness, host_state, illegal_verdict, mismatch_verdict
+from kernelgym.verifier.harness import CHECK_MODES, Harness, illegal_verdict, mismatch_verdict
 from kernelgym.verifier.kernelbench_numerics import job_inputs
+from kernelgym.verifier.placement import host_state
 from kernelgym.verifier.rules import runtime
 from kernelgym.verifier.sandboxed_task import TaskFailure
 from kernelgym.verifier.timing_audit import audit_claims

@@ -5,6 +5,7 @@ Holds:
     Refresher: fresh values for every timed call, written in place outside the timed region.
     SharedBuffers: the judge's tensors that the candidate process reads (inputs) and writes (outputs).
     send_shared: such buffers made, filled if asked, and their memfd sent to a process for its next command.
+    share_buffers: buffers shaped like a call's inputs and outputs, shared with a process for its next ``bind``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from kernelgym.verifier.candidate_side import SharedTensor, map_descriptor, map_
 if TYPE_CHECKING:
     from kernelgym.verifier.channel import CandidateChannel
 
-__all__ = ["draw_inputs", "Refresher", "SharedBuffers", "send_shared", "tensor_bytes"]
+__all__ = ["draw_inputs", "Refresher", "SharedBuffers", "send_shared", "share_buffers", "tensor_bytes"]
 
 # Inputs above this size get fresh values by a random affine map of their first draw instead of a new
 # draw per timed call (drawing gigabytes of random numbers per call would dominate the timing stage).
@@ -194,3 +195,16 @@ def sealed_memfd(size: int, name: str = "kernelgym-shared") -> int:
         os.close(fd)
         raise
     return fd
+
+
+def share_buffers(channel: CandidateChannel, inputs: list[Any], outputs: list[Any]) -> tuple[list[Any], list[Any], tuple[list[Any], list[Any]]]:
+    """Buffers shaped like ``inputs`` and ``outputs``, shared with ``channel``'s process for its next ``bind``.
+
+    The host buffers are one sealed memfd, sent by descriptor now (it arrives with the next command); the
+    judge keeps only its mapping. Returns the judge's input and output buffers and what the ``bind``
+    command carries (the buffers as the other process maps them: inputs, outputs).
+    """
+    leaves = [leaf if isinstance(leaf, torch.Tensor) else None for leaf in outputs]
+    shared = send_shared(channel, [*inputs, *leaves])
+    count = len(inputs)
+    return shared.local[:count], shared.local[count:], (shared.remote[:count], shared.remote[count:])

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from kernelgym.verifier.channel import CandidateChannel, CandidateCrash, CandidateProtocolError, CandidateTimeout
-from kernelgym.verifier.harness import share_buffers
+from kernelgym.verifier.trial_inputs import share_buffers
 
 __all__ = ["ReferenceTwin", "TwinUnavailable"]
 
